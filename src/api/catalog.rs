@@ -1,0 +1,141 @@
+//! Catalog endpoints: tables, items (one and bulk), soft and purge deletes, field remaps.
+
+use hyper::Method;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::error::row_failure;
+use super::routes::Endpoint;
+use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
+use crate::engine::catalog::{FieldType, Relation, RowKind};
+
+/// Body of `PUT /v1/catalog/table`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PutTableBody {
+    table_name: String,
+    description: Option<String>,
+    relations: Option<Vec<Relation>>,
+}
+
+/// Body of `PUT /v1/catalog/table/{name}/fields/{field}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemapBody {
+    #[serde(rename = "type")]
+    field_type: String,
+}
+
+pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let engine = &state.engine;
+    match (endpoint, &request.method) {
+        (Endpoint::CatalogTable, _) => {
+            let body: PutTableBody = request.json()?;
+            let record = engine
+                .put_table(&body.table_name, body.description, body.relations)
+                .await?;
+            ok(&*record)
+        }
+        (Endpoint::CatalogTableNamed, &Method::GET) => {
+            let name = &request.params[0];
+            let record = engine
+                .get_table(name)
+                .ok_or_else(|| ApiError::NotFound(format!("table {name:?} not found")))?;
+            ok(&*record)
+        }
+        (Endpoint::CatalogTableNamed, _) => {
+            let name = &request.params[0];
+            engine.delete_table(name).await?;
+            ok(&json!({ "table_name": name, "deleted": true }))
+        }
+        (Endpoint::CatalogTableField, _) => {
+            let (table, field) = (&request.params[0], &request.params[1]);
+            let body: RemapBody = request.json()?;
+            let to = FieldType::from_name(&body.field_type).ok_or_else(|| {
+                let known: Vec<_> = FieldType::ALL.iter().map(|t| t.name()).collect();
+                ApiError::validation(format!(
+                    "unknown field type {:?} (known: {})",
+                    body.field_type,
+                    known.join(", ")
+                ))
+            })?;
+            if !engine.has_table(table) {
+                return Err(ApiError::NotFound(format!("table {table:?} not found")));
+            }
+            ok(&*engine.remap_field(table, field, to).await?)
+        }
+        (Endpoint::CatalogItem, _) => {
+            let item = request.json_value()?;
+            if !item.is_object() {
+                return Err(ApiError::validation(
+                    "the body must be one item object; use PUT /v1/catalog/items for many",
+                ));
+            }
+            let stored = engine
+                .upsert_rows(RowKind::Item, vec![item])
+                .await
+                .pop()
+                .expect("one result per row")?;
+            ok(&item_ack(&stored))
+        }
+        (Endpoint::CatalogItems, _) => put_items(state, &request).await,
+        (Endpoint::CatalogItemNamed, &Method::GET) => ok(&engine.get_item(&request.params[0], &request.params[1])?),
+        (Endpoint::CatalogItemNamed, _) => {
+            let (table, id) = (&request.params[0], &request.params[1]);
+            let purge = request.query_flag("purge");
+            engine.delete_item(table, id, purge).await?;
+            ok(&json!({ "id": id, "_table": table, "is_deleted": true, "purged": purge }))
+        }
+        _ => unreachable!("routes.rs sends only catalog endpoints here"),
+    }
+}
+
+/// Bulk upsert: a JSON array, or NDJSON (one object per line). Rows that fail are
+/// reported by index; the others are stored.
+async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
+    let parsed: Vec<Result<Value, ApiError>> = if request.body.trim_ascii_start().starts_with(b"[") {
+        match request.json_value()? {
+            Value::Array(rows) => rows.into_iter().map(Ok).collect(),
+            _ => unreachable!("a JSON document starting with '[' is an array"),
+        }
+    } else {
+        let lines = request
+            .body
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.trim_ascii().is_empty());
+        lines
+            .map(|line| serde_json::from_slice(line).map_err(|error| ApiError::MalformedJson(error.to_string())))
+            .collect()
+    };
+    let mut failed = Vec::new();
+    let (indexes, rows): (Vec<usize>, Vec<Value>) = parsed
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, row)| {
+            row.map_err(|error| failed.push(row_failure(index, error)))
+                .ok()
+                .map(|row| (index, row))
+        })
+        .unzip();
+    let results = state.engine.upsert_rows(RowKind::Item, rows).await;
+    let mut upserted = 0;
+    for (index, result) in indexes.into_iter().zip(results) {
+        match result {
+            Ok(_) => upserted += 1,
+            Err(error) => failed.push(row_failure(index, error)),
+        }
+    }
+    failed.sort_by_key(|failure| failure["index"].as_u64());
+    ok(&json!({ "upserted": upserted, "failed": failed }))
+}
+
+/// The response to a single upsert: the reserved fields of the stored item.
+fn item_ack(stored: &Map<String, Value>) -> Value {
+    json!({
+        "id": stored["id"],
+        "_table": stored["_table"],
+        "created_at": stored["created_at"],
+        "updated_at": stored["updated_at"],
+        "is_deleted": stored["is_deleted"],
+    })
+}

@@ -1,0 +1,134 @@
+//! The one place where errors become HTTP statuses and `{code, message}` bodies
+//! (DESIGN.md §7).
+
+use hyper::header::{HeaderValue, ALLOW, RETRY_AFTER};
+use hyper::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use super::{json_response, HttpResponse};
+use crate::engine::catalog::CatalogError;
+use crate::keys::KeyError;
+
+/// Every way a request can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not JSON (400).
+    #[error("request body is not valid JSON: {0}")]
+    MalformedJson(String),
+    /// An invalid combination of parameters (400 `validation_error`).
+    #[error("{0}")]
+    InvalidCombination(String),
+    /// A missing required field, a wrong type or a bad format (422 `validation_error`).
+    #[error("{message}")]
+    Validation { message: String, details: Vec<Value> },
+    /// A custom field got a value of another type (422 `type_mismatch`).
+    #[error("{0}")]
+    TypeMismatch(String),
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("this key lacks the {0:?} scope")]
+    Forbidden(&'static str),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{method} is not allowed here")]
+    MethodNotAllowed { method: Method, allowed: &'static [Method] },
+    #[error("the request did not complete within {0} ms")]
+    Timeout(u64),
+    #[error("request body exceeds {0} bytes")]
+    PayloadTooLarge(usize),
+    #[error("rate quota exceeded; retry after {0} s")]
+    RateLimited(u64),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A 422 `validation_error` without details.
+    pub fn validation(message: impl Into<String>) -> ApiError {
+        ApiError::Validation {
+            message: message.into(),
+            details: Vec::new(),
+        }
+    }
+
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
+            ApiError::InvalidCombination(_) => (StatusCode::BAD_REQUEST, "validation_error"),
+            ApiError::Validation { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation_error"),
+            ApiError::TypeMismatch(_) => (StatusCode::UNPROCESSABLE_ENTITY, "type_mismatch"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "timeout"),
+            ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+
+    /// The `code` of the body, also used for per-row failures in bulk responses.
+    pub fn code(&self) -> &'static str {
+        self.status_and_code().1
+    }
+
+    pub fn into_response(self) -> HttpResponse {
+        let (status, code) = self.status_and_code();
+        if status.is_server_error() {
+            tracing::error!(code, error = %self, "request failed");
+        }
+        let mut body = json!({ "code": code, "message": self.to_string() });
+        if let ApiError::Validation { details, .. } = &self {
+            if !details.is_empty() {
+                body["details"] = Value::Array(details.clone());
+            }
+        }
+        let mut response = json_response(status, &body);
+        let headers = response.headers_mut();
+        match &self {
+            ApiError::RateLimited(seconds) => {
+                headers.insert(RETRY_AFTER, HeaderValue::from(*seconds));
+            }
+            ApiError::MethodNotAllowed { allowed, .. } => {
+                let list = allowed.iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
+                headers.insert(
+                    ALLOW,
+                    HeaderValue::from_str(&list).expect("method names are valid header text"),
+                );
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+impl From<CatalogError> for ApiError {
+    fn from(error: CatalogError) -> ApiError {
+        match error {
+            CatalogError::Invalid(message) => ApiError::validation(message),
+            error @ CatalogError::TypeMismatch { .. } => ApiError::TypeMismatch(error.to_string()),
+            CatalogError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
+            CatalogError::Unavailable(message) => ApiError::Unavailable(message),
+            CatalogError::Storage(error) => ApiError::Internal(error.to_string()),
+        }
+    }
+}
+
+impl From<KeyError> for ApiError {
+    fn from(error: KeyError) -> ApiError {
+        match error {
+            KeyError::Invalid(message) => ApiError::validation(message),
+            KeyError::Storage(error) => ApiError::Internal(error.to_string()),
+        }
+    }
+}
+
+/// A per-row failure in a bulk response: `{index, code, message}`.
+pub fn row_failure(index: usize, error: impl Into<ApiError>) -> Value {
+    let error = error.into();
+    json!({ "index": index, "code": error.code(), "message": error.to_string() })
+}

@@ -1,0 +1,223 @@
+//! The HTTP frontend (hyper 1.x). A request goes:
+//! route (404/405) → auth and scope (401/403) → rate quota (429) → body with a size
+//! limit (413) → endpoint handler, all under one server-side deadline (408).
+//! Handlers live one file per endpoint group; errors become responses only in
+//! [`error`].
+
+mod admin;
+mod auth;
+mod catalog;
+mod error;
+mod routes;
+mod users;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::FutureExt;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{HeaderMap, Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+pub use auth::RateLimits;
+pub use error::ApiError;
+use routes::Endpoint;
+
+use crate::config::ServerConfig;
+use crate::engine::Engine;
+use crate::keys::KeyStore;
+
+/// Every response body is a complete JSON document.
+pub type HttpResponse = Response<Full<Bytes>>;
+
+/// What every request handler can reach.
+pub struct AppState {
+    pub engine: Arc<Engine>,
+    pub keys: Arc<KeyStore>,
+    pub limits: RateLimits,
+    pub config: ServerConfig,
+    /// False once shutdown begins: `/readyz` turns 503 so balancers stop sending.
+    pub ready: AtomicBool,
+}
+
+/// A routed, authorized request with its whole body read.
+pub struct ApiRequest {
+    pub method: Method,
+    /// Percent-decoded path parameters, in path order.
+    pub params: Vec<String>,
+    pub query: Option<String>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl ApiRequest {
+    /// The body as JSON: 400 when it is not JSON.
+    pub fn json_value(&self) -> Result<Value, ApiError> {
+        serde_json::from_slice(&self.body).map_err(|error| ApiError::MalformedJson(error.to_string()))
+    }
+
+    /// The body as a typed request: 400 when it is not JSON, 422 when it has the wrong shape.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
+        serde_json::from_value(self.json_value()?).map_err(|error| ApiError::validation(error.to_string()))
+    }
+
+    /// Whether `?name=true` (or `?name=1`) is in the query string.
+    pub fn query_flag(&self, name: &str) -> bool {
+        self.query
+            .as_deref()
+            .unwrap_or("")
+            .split('&')
+            .any(|pair| match pair.split_once('=') {
+                Some((key, value)) => key == name && matches!(value, "true" | "1"),
+                None => pair == name,
+            })
+    }
+}
+
+/// A JSON response with the given status.
+pub fn json_response(status: StatusCode, body: &impl Serialize) -> HttpResponse {
+    let bytes = serde_json::to_vec(body).expect("response bodies serialize");
+    let mut response = Response::new(Full::new(Bytes::from(bytes)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// A 200 JSON response.
+pub fn ok(body: &impl Serialize) -> Result<HttpResponse, ApiError> {
+    Ok(json_response(StatusCode::OK, body))
+}
+
+/// Accepts connections until `shutdown` resolves, then stops accepting, drains
+/// in-flight requests (up to `shutdown_grace_ms`) and returns.
+pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl Future<Output = ()>) {
+    let graceful = GracefulShutdown::new();
+    let header_timeout = Duration::from_millis(state.config.request_timeout_ms);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let state = state.clone();
+        let service = service_fn(move |request| {
+            let state = state.clone();
+            async move { Ok::<_, Infallible>(handle(state, request, peer).await) }
+        });
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, %peer, "connection ended with an error");
+            }
+        });
+    }
+    state.ready.store(false, Ordering::SeqCst);
+    drop(listener);
+    let grace = Duration::from_millis(state.config.shutdown_grace_ms);
+    tokio::select! {
+        _ = graceful.shutdown() => tracing::info!("in-flight requests drained"),
+        _ = tokio::time::sleep(grace) => tracing::warn!(grace_ms = grace.as_millis() as u64, "shutdown grace ran out with requests in flight"),
+    }
+}
+
+/// One request, start to finish: never fails, never panics outward.
+async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAddr) -> HttpResponse {
+    let started = Instant::now();
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let deadline_ms = state.config.request_timeout_ms;
+    let work = AssertUnwindSafe(route(&state, request)).catch_unwind();
+    let response = match tokio::time::timeout(Duration::from_millis(deadline_ms), work).await {
+        Ok(Ok(Ok(response))) => response,
+        Ok(Ok(Err(error))) => error.into_response(),
+        Ok(Err(_panic)) => ApiError::Internal("the request handler panicked".into()).into_response(),
+        Err(_elapsed) => ApiError::Timeout(deadline_ms).into_response(),
+    };
+    tracing::debug!(%method, %path, %peer, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, "request");
+    response
+}
+
+async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpResponse, ApiError> {
+    let path = request.uri().path();
+    let (endpoint, params) =
+        Endpoint::match_path(path).ok_or_else(|| ApiError::NotFound(format!("no route for {path}")))?;
+    let method = request.method().clone();
+    if !endpoint.methods().contains(&method) {
+        return Err(ApiError::MethodNotAllowed {
+            method,
+            allowed: endpoint.methods(),
+        });
+    }
+    if let Some(scope) = endpoint.scope(&method) {
+        let key = auth::authorize(&state.keys, request.headers(), scope)?;
+        state.limits.check(&key)?;
+    }
+    let query = request.uri().query().map(str::to_owned);
+    let (parts, body) = request.into_parts();
+    let body = read_body(&parts.headers, body, state.config.body_limit_bytes).await?;
+    let request = ApiRequest {
+        method,
+        params,
+        query,
+        headers: parts.headers,
+        body,
+    };
+    match endpoint {
+        Endpoint::Healthz => ok(&json!({ "status": "ok" })),
+        Endpoint::Readyz if state.ready.load(Ordering::SeqCst) => ok(&json!({ "status": "ready" })),
+        Endpoint::Readyz => Err(ApiError::Unavailable("shutting down".into())),
+        Endpoint::AdminKeys | Endpoint::AdminKey => admin::handle(state, endpoint, request).await,
+        Endpoint::CatalogTable
+        | Endpoint::CatalogTableNamed
+        | Endpoint::CatalogTableField
+        | Endpoint::CatalogItem
+        | Endpoint::CatalogItems
+        | Endpoint::CatalogItemNamed => catalog::handle(state, endpoint, request).await,
+        Endpoint::Users | Endpoint::User => users::handle(state, endpoint, request).await,
+    }
+}
+
+/// Reads the whole body, refusing more than `limit` bytes whether announced by
+/// Content-Length or streamed in chunks.
+async fn read_body(headers: &HeaderMap, body: Incoming, limit: usize) -> Result<Bytes, ApiError> {
+    let announced = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|length| length > limit as u64) {
+        return Err(ApiError::PayloadTooLarge(limit));
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(ApiError::PayloadTooLarge(limit)),
+        Err(error) => Err(ApiError::InvalidCombination(format!(
+            "could not read the request body: {error}"
+        ))),
+    }
+}

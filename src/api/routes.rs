@@ -1,0 +1,142 @@
+//! The route table: path → endpoint, the methods each endpoint takes, and the
+//! scope each method needs.
+
+use hyper::Method;
+
+/// Every endpoint the frontend serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Healthz,
+    Readyz,
+    /// `/v1/admin/keys`
+    AdminKeys,
+    /// `/v1/admin/keys/{id}`
+    AdminKey,
+    /// `/v1/catalog/table`
+    CatalogTable,
+    /// `/v1/catalog/table/{name}`
+    CatalogTableNamed,
+    /// `/v1/catalog/table/{name}/fields/{field}`
+    CatalogTableField,
+    /// `/v1/catalog/item`
+    CatalogItem,
+    /// `/v1/catalog/items`
+    CatalogItems,
+    /// `/v1/catalog/item/{table}/{id}`
+    CatalogItemNamed,
+    /// `/v1/users`
+    Users,
+    /// `/v1/users/{uid}`
+    User,
+}
+
+const GET: &[Method] = &[Method::GET];
+const PUT: &[Method] = &[Method::PUT];
+const POST: &[Method] = &[Method::POST];
+const GET_POST: &[Method] = &[Method::GET, Method::POST];
+const GET_DELETE: &[Method] = &[Method::GET, Method::DELETE];
+const DELETE: &[Method] = &[Method::DELETE];
+
+impl Endpoint {
+    /// Matches a path; the returned strings are the percent-decoded path parameters.
+    pub fn match_path(path: &str) -> Option<(Endpoint, Vec<String>)> {
+        let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+        let endpoint = match segments.as_slice() {
+            ["healthz"] => Endpoint::Healthz,
+            ["readyz"] => Endpoint::Readyz,
+            ["v1", "admin", "keys"] => Endpoint::AdminKeys,
+            ["v1", "admin", "keys", _] => Endpoint::AdminKey,
+            ["v1", "catalog", "table"] => Endpoint::CatalogTable,
+            ["v1", "catalog", "table", _] => Endpoint::CatalogTableNamed,
+            ["v1", "catalog", "table", _, "fields", _] => Endpoint::CatalogTableField,
+            ["v1", "catalog", "item"] => Endpoint::CatalogItem,
+            ["v1", "catalog", "items"] => Endpoint::CatalogItems,
+            ["v1", "catalog", "item", _, _] => Endpoint::CatalogItemNamed,
+            ["v1", "users"] => Endpoint::Users,
+            ["v1", "users", _] => Endpoint::User,
+            _ => return None,
+        };
+        let params = match endpoint {
+            Endpoint::AdminKey | Endpoint::CatalogTableNamed | Endpoint::User => vec![segments[segments.len() - 1]],
+            Endpoint::CatalogTableField => vec![segments[3], segments[5]],
+            Endpoint::CatalogItemNamed => vec![segments[3], segments[4]],
+            _ => Vec::new(),
+        };
+        let decoded: Option<Vec<String>> = params
+            .into_iter()
+            .map(|p| {
+                percent_encoding::percent_decode_str(p)
+                    .decode_utf8()
+                    .ok()
+                    .map(|s| s.into_owned())
+            })
+            .collect();
+        // A parameter that is empty or not UTF-8 names nothing that can exist.
+        decoded
+            .filter(|params| params.iter().all(|p| !p.is_empty()))
+            .map(|params| (endpoint, params))
+    }
+
+    /// The methods this endpoint takes.
+    pub fn methods(self) -> &'static [Method] {
+        match self {
+            Endpoint::Healthz | Endpoint::Readyz => GET,
+            Endpoint::AdminKeys => GET_POST,
+            Endpoint::AdminKey => DELETE,
+            Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
+                PUT
+            }
+            Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed | Endpoint::User => GET_DELETE,
+            Endpoint::Users => POST,
+        }
+    }
+
+    /// The scope a method on this endpoint needs; `None` for the open probes.
+    pub fn scope(self, method: &Method) -> Option<&'static str> {
+        Some(match self {
+            Endpoint::Healthz | Endpoint::Readyz => return None,
+            Endpoint::AdminKeys | Endpoint::AdminKey => "admin",
+            Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
+                "catalog:write"
+            }
+            Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed if method == Method::GET => "catalog:read",
+            Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed => "catalog:write",
+            Endpoint::User if method == Method::GET => "catalog:read",
+            Endpoint::User | Endpoint::Users => "users:write",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_paths_and_decodes_parameters() {
+        assert_eq!(
+            Endpoint::match_path("/v1/catalog/item/products/a%2Fb"),
+            Some((Endpoint::CatalogItemNamed, vec!["products".into(), "a/b".into()]))
+        );
+        assert_eq!(
+            Endpoint::match_path("/v1/users/u1"),
+            Some((Endpoint::User, vec!["u1".into()]))
+        );
+        assert_eq!(
+            Endpoint::match_path("/v1/catalog/table/t/fields/price"),
+            Some((Endpoint::CatalogTableField, vec!["t".into(), "price".into()]))
+        );
+        assert_eq!(
+            Endpoint::match_path("/v1/admin/keys/"),
+            Some((Endpoint::AdminKeys, vec![]))
+        );
+        assert_eq!(Endpoint::match_path("/v1/nothing"), None);
+        assert_eq!(Endpoint::match_path("/v1/users/%FF"), None);
+    }
+
+    #[test]
+    fn scopes_follow_methods() {
+        assert_eq!(Endpoint::User.scope(&Method::GET), Some("catalog:read"));
+        assert_eq!(Endpoint::User.scope(&Method::DELETE), Some("users:write"));
+        assert_eq!(Endpoint::Healthz.scope(&Method::GET), None);
+    }
+}

@@ -1,0 +1,53 @@
+//! User endpoints: the user table is a catalog table keyed by `uid`, stored on the
+//! same shard actors as items.
+
+use hyper::Method;
+use serde_json::{json, Value};
+
+use super::error::row_failure;
+use super::routes::Endpoint;
+use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
+use crate::engine::catalog::RowKind;
+
+pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let engine = &state.engine;
+    match (endpoint, &request.method) {
+        (Endpoint::Users, _) => {
+            let body = request.json_value()?;
+            match body {
+                Value::Object(mut object) if object.contains_key("users") && !object.contains_key("uid") => {
+                    let Some(Value::Array(users)) = object.remove("users") else {
+                        return Err(ApiError::validation("\"users\" must be an array of user objects"));
+                    };
+                    let mut stored = Vec::new();
+                    let mut failed = Vec::new();
+                    for (index, result) in engine.upsert_rows(RowKind::User, users).await.into_iter().enumerate() {
+                        match result {
+                            Ok(user) => stored.push(Value::Object(user)),
+                            Err(error) => failed.push(row_failure(index, error)),
+                        }
+                    }
+                    ok(&json!({ "users": stored, "failed": failed }))
+                }
+                Value::Object(_) => {
+                    let user = engine
+                        .upsert_rows(RowKind::User, vec![body])
+                        .await
+                        .pop()
+                        .expect("one result per row")?;
+                    ok(&user)
+                }
+                _ => Err(ApiError::validation(
+                    "the body must be a user object or {\"users\": [...]}",
+                )),
+            }
+        }
+        (Endpoint::User, &Method::GET) => ok(&engine.get_user(&request.params[0])?),
+        (Endpoint::User, _) => {
+            let uid = &request.params[0];
+            let events_removed = engine.delete_user(uid).await?;
+            ok(&json!({ "uid": uid, "deleted": true, "events_removed": events_removed }))
+        }
+        _ => unreachable!("routes.rs sends only user endpoints here"),
+    }
+}

@@ -1,0 +1,151 @@
+//! Configuration: one serde struct per section, layered as
+//! compiled-in `config/default.toml` < `--config FILE` < `RANKSTREAM__SECTION__KEY`
+//! environment variables < command-line flags.
+
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// The compiled-in defaults; every key is documented there.
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// HTTP frontend.
+    pub server: ServerConfig,
+    /// RocksDB location and durability.
+    pub storage: StorageConfig,
+    /// Actors and shards.
+    pub engine: EngineConfig,
+    /// API keys and rate quotas.
+    pub auth: AuthConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address the HTTP frontend listens on.
+    pub bind: String,
+    /// Largest accepted request body in bytes (413 above it).
+    pub body_limit_bytes: usize,
+    /// Deadline for a whole request, body read included, in ms (408 after it).
+    pub request_timeout_ms: u64,
+    /// How long a graceful shutdown waits for in-flight requests, in ms.
+    pub shutdown_grace_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// RocksDB directory.
+    pub data_dir: PathBuf,
+    /// Whether a write is fsynced before it is acknowledged.
+    pub durability: Durability,
+}
+
+/// When a write counts as acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// fsync of the WAL before the response, grouped across concurrent writers.
+    Sync,
+    /// In the WAL buffer before the response; a crash may lose the newest writes.
+    Async,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Mailbox capacity of each catalog shard actor.
+    pub shard_mailbox: usize,
+    /// Topology file; empty means the embedded single-node topology.
+    pub topology_file: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Refill rate (requests per second) of keys without their own.
+    pub default_rate_per_sec: u32,
+    /// Bucket size of keys without their own.
+    pub default_burst: u32,
+}
+
+impl Config {
+    /// Layers the defaults, an optional file and the environment, then validates.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut figment = Figment::new().merge(Toml::string(DEFAULT_TOML));
+        if let Some(file) = file {
+            if !file.exists() {
+                return Err(ConfigError(vec![format!(
+                    "config file {} does not exist",
+                    file.display()
+                )]));
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        let config: Config = figment
+            .merge(Env::prefixed("RANKSTREAM__").split("__"))
+            .extract()
+            .map_err(|error| ConfigError(error.into_iter().map(|e| e.to_string()).collect()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reports every problem at once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        if self.server.bind.parse::<std::net::SocketAddr>().is_err() {
+            problems.push(format!("server.bind {:?} is not an IP:PORT address", self.server.bind));
+        }
+        if self.server.body_limit_bytes == 0 {
+            problems.push("server.body_limit_bytes must be > 0".to_owned());
+        }
+        if self.server.request_timeout_ms == 0 {
+            problems.push("server.request_timeout_ms must be > 0".to_owned());
+        }
+        if self.engine.shard_mailbox == 0 {
+            problems.push("engine.shard_mailbox must be > 0".to_owned());
+        }
+        if self.auth.default_rate_per_sec == 0 {
+            problems.push("auth.default_rate_per_sec must be > 0".to_owned());
+        }
+        if self.auth.default_burst == 0 {
+            problems.push("auth.default_burst must be > 0".to_owned());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError(problems))
+        }
+    }
+}
+
+/// Every problem found in a configuration.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {}", .0.join("; "))]
+pub struct ConfigError(pub Vec<String>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_load_and_validate() {
+        let config = Config::load(None).unwrap();
+        assert_eq!(config.storage.durability, Durability::Sync);
+        assert_eq!(config.server.body_limit_bytes, 16 * 1024 * 1024);
+    }
+
+    #[test]
+    fn validate_reports_every_problem() {
+        let mut config = Config::load(None).unwrap();
+        config.server.bind = "nowhere".into();
+        config.auth.default_burst = 0;
+        let problems = config.validate().unwrap_err().0;
+        assert_eq!(problems.len(), 2, "{problems:?}");
+    }
+}

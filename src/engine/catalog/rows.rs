@@ -1,0 +1,253 @@
+//! From an incoming JSON row to a stored one: the reserved-field rules of SPEC
+//! "Item" and "User", and type inference of custom fields.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::{CatalogError, FieldType, TableRecord, TableRegistry, DEFAULT_ITEM_TABLE, USERS_TABLE};
+use crate::storage::Cf;
+use crate::time::{format_rfc3339, parse_time_value};
+
+/// Longest id or uid, in bytes.
+const MAX_ID_BYTES: usize = 1024;
+
+/// Catalog items and users share the rules; they differ in their key field and table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    Item,
+    User,
+}
+
+impl RowKind {
+    /// The primary key field: `id` for items, `uid` for users.
+    pub fn id_field(self) -> &'static str {
+        match self {
+            RowKind::Item => "id",
+            RowKind::User => "uid",
+        }
+    }
+
+    /// The column family rows of this kind live in.
+    pub fn cf(self) -> Cf {
+        match self {
+            RowKind::Item => Cf::Items,
+            RowKind::User => Cf::Users,
+        }
+    }
+
+    fn is_reserved(self, field: &str) -> bool {
+        field == self.id_field() || matches!(field, "created_at" | "updated_at" | "is_deleted" | "_table")
+    }
+}
+
+/// A row that passed validation, ready to be stamped and stored.
+#[derive(Debug)]
+pub struct PreparedRow {
+    pub id: String,
+    /// The table snapshot the row was checked against.
+    pub table: Arc<TableRecord>,
+    /// Custom fields plus `is_deleted`; nulls removed.
+    pub fields: Map<String, Value>,
+    /// A `created_at` the client sent, normalized to RFC 3339.
+    pub created_at: Option<String>,
+}
+
+/// The reserved times of a row already stored.
+#[derive(Debug, Default, Deserialize)]
+pub struct StoredTimes {
+    pub created_at: Option<String>,
+}
+
+/// The row's primary key, checked: a non-empty string without control characters.
+pub fn id_of(kind: RowKind, row: &Value) -> Result<&str, CatalogError> {
+    let field = kind.id_field();
+    let id = match row {
+        Value::Object(object) => object.get(field),
+        _ => return Err(CatalogError::Invalid(format!("a {} must be a JSON object", noun(kind)))),
+    };
+    match id {
+        None | Some(Value::Null) => Err(CatalogError::Invalid(format!("{field:?} is required"))),
+        Some(Value::String(id)) if id.is_empty() => Err(CatalogError::Invalid(format!("{field:?} must not be empty"))),
+        Some(Value::String(id)) if id.len() > MAX_ID_BYTES => Err(CatalogError::Invalid(format!(
+            "{field:?} is longer than {MAX_ID_BYTES} bytes"
+        ))),
+        Some(Value::String(id)) if id.chars().any(char::is_control) => Err(CatalogError::Invalid(format!(
+            "{field:?} must not contain control characters"
+        ))),
+        Some(Value::String(id)) => Ok(id),
+        Some(_) => Err(CatalogError::Invalid(format!("{field:?} must be a string"))),
+    }
+}
+
+/// Checks a row's reserved fields and custom field types, inferring (and recording
+/// in the registry) the types of fields seen for the first time.
+pub fn prepare_row(kind: RowKind, row: Value, tables: &TableRegistry) -> Result<PreparedRow, CatalogError> {
+    let id = id_of(kind, &row)?.to_owned();
+    let Value::Object(mut object) = row else {
+        unreachable!("id_of accepted only objects")
+    };
+    let table_name = table_of(kind, &object)?;
+    let mut table = tables.get_or_create(&table_name)?;
+    let is_deleted = match object.remove("is_deleted") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => flag,
+        Some(_) => return Err(CatalogError::Invalid("\"is_deleted\" must be a boolean".into())),
+    };
+    let created_at = match object.remove("created_at") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(format_rfc3339(parse_time_value(&value).ok_or_else(|| {
+            CatalogError::Invalid("\"created_at\" must be an RFC 3339 time or a unix number".into())
+        })?)),
+    };
+    object.retain(|field, value| !kind.is_reserved(field) && !value.is_null());
+
+    let mut new_fields = Vec::new();
+    for (field, value) in &object {
+        if field.is_empty() || field.len() > 256 || field.chars().any(char::is_control) {
+            return Err(CatalogError::Invalid(format!(
+                "field name {field:?} must be 1-256 printable characters"
+            )));
+        }
+        match table.fields.get(field) {
+            Some(expected) => expected.check(field, value)?,
+            None => {
+                let inferred = FieldType::infer(value, table.is_relation(field)).expect("nulls were removed");
+                inferred.check(field, value)?;
+                new_fields.push((field.clone(), inferred));
+            }
+        }
+    }
+    if !new_fields.is_empty() {
+        table = tables.add_fields(&table_name, &new_fields)?;
+    }
+    object.insert("is_deleted".into(), Value::Bool(is_deleted));
+    Ok(PreparedRow {
+        id,
+        table,
+        fields: object,
+        created_at,
+    })
+}
+
+/// The stored form: the prepared fields plus every reserved field. `created_at`
+/// comes from the stored row if there is one, else from the client, else now.
+pub fn stamp_row(kind: RowKind, row: PreparedRow, stored: Option<&StoredTimes>, now_millis: i64) -> Map<String, Value> {
+    let PreparedRow {
+        id,
+        table,
+        mut fields,
+        created_at,
+    } = row;
+    let now = format_rfc3339(now_millis);
+    let created_at = stored
+        .and_then(|s| s.created_at.clone())
+        .or(created_at)
+        .unwrap_or_else(|| now.clone());
+    fields.insert(kind.id_field().into(), Value::String(id));
+    fields.insert("_table".into(), Value::String(table.table_name.clone()));
+    fields.insert("created_at".into(), Value::String(created_at));
+    fields.insert("updated_at".into(), Value::String(now));
+    fields
+}
+
+fn table_of(kind: RowKind, object: &Map<String, Value>) -> Result<String, CatalogError> {
+    let named = match object.get("_table") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => Some(name.as_str()),
+        Some(_) => return Err(CatalogError::Invalid("\"_table\" must be a string".into())),
+    };
+    match (kind, named) {
+        (RowKind::User, None | Some(USERS_TABLE)) => Ok(USERS_TABLE.to_owned()),
+        (RowKind::User, Some(other)) => Err(CatalogError::Invalid(format!(
+            "a user lives in table \"users\", not {other:?}"
+        ))),
+        (RowKind::Item, Some(USERS_TABLE)) => Err(CatalogError::Invalid(
+            "table \"users\" holds users: use POST /v1/users".into(),
+        )),
+        (RowKind::Item, named) => {
+            let name = named.unwrap_or(DEFAULT_ITEM_TABLE);
+            super::validate_table_name(name)?;
+            Ok(name.to_owned())
+        }
+    }
+}
+
+fn noun(kind: RowKind) -> &'static str {
+    match kind {
+        RowKind::Item => "item",
+        RowKind::User => "user",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use serde_json::json;
+
+    fn prepared(created_at: Option<&str>) -> PreparedRow {
+        let table = Arc::new(TableRecord {
+            table_name: "products".into(),
+            description: String::new(),
+            relations: Vec::new(),
+            fields: BTreeMap::new(),
+            created_at: String::new(),
+            updated_at: String::new(),
+        });
+        let mut fields = Map::new();
+        fields.insert("is_deleted".into(), json!(false));
+        PreparedRow {
+            id: "p1".into(),
+            table,
+            fields,
+            created_at: created_at.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn created_at_is_kept_from_the_stored_row_then_the_client_then_now() {
+        let now = 1_700_000_000_000;
+        let stored = StoredTimes {
+            created_at: Some("2020-01-01T00:00:00.000Z".into()),
+        };
+        let row = stamp_row(
+            RowKind::Item,
+            prepared(Some("2021-01-01T00:00:00.000Z")),
+            Some(&stored),
+            now,
+        );
+        assert_eq!(row["created_at"], "2020-01-01T00:00:00.000Z");
+        assert_eq!(row["updated_at"], "2023-11-14T22:13:20.000Z");
+        let row = stamp_row(RowKind::Item, prepared(Some("2021-01-01T00:00:00.000Z")), None, now);
+        assert_eq!(row["created_at"], "2021-01-01T00:00:00.000Z");
+        let row = stamp_row(RowKind::Item, prepared(None), None, now);
+        assert_eq!(row["created_at"], row["updated_at"]);
+        assert_eq!(
+            (row["id"].as_str(), row["_table"].as_str()),
+            (Some("p1"), Some("products"))
+        );
+    }
+
+    #[test]
+    fn ids_and_tables_are_checked() {
+        assert!(id_of(RowKind::Item, &json!({"id": "a"})).is_ok());
+        for bad in [
+            json!({}),
+            json!({"id": ""}),
+            json!({"id": 5}),
+            json!({"id": "a\u{0}b"}),
+            json!([1]),
+        ] {
+            assert!(id_of(RowKind::Item, &bad).is_err(), "{bad}");
+        }
+        assert!(id_of(RowKind::User, &json!({"uid": "u"})).is_ok());
+        let object = |v: Value| v.as_object().unwrap().clone();
+        assert_eq!(table_of(RowKind::Item, &object(json!({}))).unwrap(), DEFAULT_ITEM_TABLE);
+        assert!(table_of(RowKind::Item, &object(json!({"_table": "users"}))).is_err());
+        assert!(table_of(RowKind::Item, &object(json!({"_table": 3}))).is_err());
+        assert!(table_of(RowKind::User, &object(json!({"_table": "items"}))).is_err());
+    }
+}

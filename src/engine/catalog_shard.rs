@@ -1,0 +1,253 @@
+//! `CatalogShard`: the actor owning one shard's key range of every table (items and
+//! users). It runs on its own arbiter thread, so its blocking RocksDB writes never
+//! stall the HTTP event loop; the shards' concurrent writes are group-committed by
+//! the storage layer. A reply is sent only after the write is durable.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix::{Actor, Context, Handler, Message, MessageResult};
+use serde_json::{Map, Value};
+
+use super::catalog::{
+    prepare_row, stamp_row, CatalogError, Relation, RowKind, StoredTimes, TableRecord, TableRegistry,
+};
+use crate::clock::SharedClock;
+use crate::storage::{keys, Cf, Storage};
+use crate::topology::ShardId;
+
+/// The actor of one shard.
+pub struct CatalogShard {
+    /// Which key range this actor owns.
+    shard: ShardId,
+    storage: Storage,
+    tables: Arc<TableRegistry>,
+    clock: SharedClock,
+    /// Capacity of the bounded mailbox.
+    mailbox: usize,
+}
+
+impl CatalogShard {
+    pub fn new(
+        shard: ShardId,
+        storage: Storage,
+        tables: Arc<TableRegistry>,
+        clock: SharedClock,
+        mailbox: usize,
+    ) -> Self {
+        CatalogShard {
+            shard,
+            storage,
+            tables,
+            clock,
+            mailbox,
+        }
+    }
+
+    fn row_key(&self, kind: RowKind, table: &str, id: &str) -> Vec<u8> {
+        match kind {
+            RowKind::Item => keys::item(self.shard, table, id),
+            RowKind::User => keys::user(self.shard, id),
+        }
+    }
+}
+
+impl Actor for CatalogShard {
+    type Context = Context<Self>;
+
+    fn started(&mut self, context: &mut Self::Context) {
+        context.set_mailbox_capacity(self.mailbox);
+        tracing::debug!(shard = self.shard, "catalog shard started");
+    }
+}
+
+/// Upsert rows that hash to this shard. Each row's result comes back at its position.
+pub struct UpsertRows {
+    pub kind: RowKind,
+    pub rows: Vec<Value>,
+}
+
+/// The stored row, or why it was refused.
+pub type RowResult = Result<Map<String, Value>, CatalogError>;
+
+impl Message for UpsertRows {
+    type Result = Vec<RowResult>;
+}
+
+impl Handler<UpsertRows> for CatalogShard {
+    type Result = MessageResult<UpsertRows>;
+
+    fn handle(&mut self, message: UpsertRows, _: &mut Context<Self>) -> Self::Result {
+        let kind = message.kind;
+        let prepared: Vec<_> = message
+            .rows
+            .into_iter()
+            .map(|row| prepare_row(kind, row, &self.tables))
+            .collect();
+        let keys: Vec<Vec<u8>> = prepared
+            .iter()
+            .flatten()
+            .map(|row| self.row_key(kind, &row.table.table_name, &row.id))
+            .collect();
+        let stored = match self.storage.multi_get(kind.cf(), &keys) {
+            Ok(stored) => stored,
+            Err(error) => return MessageResult(fail_all(prepared, &error.to_string())),
+        };
+        let now = self.clock.now_millis();
+        let mut batch = self.storage.batch();
+        // A row repeated within the batch keeps the created_at of its first occurrence.
+        let mut seen: HashMap<&[u8], StoredTimes> = HashMap::new();
+        let mut stored = stored.into_iter();
+        let mut key_iter = keys.iter();
+        let mut results = Vec::with_capacity(prepared.len());
+        for row in prepared {
+            let row = match row {
+                Ok(row) => row,
+                Err(error) => {
+                    results.push(Err(error));
+                    continue;
+                }
+            };
+            let key = key_iter.next().expect("one key per prepared row");
+            let previous = stored.next().flatten();
+            let times = match seen.get(key.as_slice()) {
+                Some(times) => Some(StoredTimes {
+                    created_at: times.created_at.clone(),
+                }),
+                None => previous.and_then(|bytes| serde_json::from_slice::<StoredTimes>(&bytes).ok()),
+            };
+            let row = stamp_row(kind, row, times.as_ref(), now);
+            let created_at = row.get("created_at").and_then(Value::as_str).map(str::to_owned);
+            seen.insert(key.as_slice(), StoredTimes { created_at });
+            batch.put(kind.cf(), key, &serde_json::to_vec(&row).expect("json map serializes"));
+            results.push(Ok(row));
+        }
+        if let Err(error) = batch.commit() {
+            tracing::error!(shard = self.shard, %error, "catalog write failed");
+            let message = error.to_string();
+            for result in results.iter_mut().filter(|r| r.is_ok()) {
+                *result = Err(CatalogError::Unavailable(format!("write failed: {message}")));
+            }
+        }
+        MessageResult(results)
+    }
+}
+
+fn fail_all(prepared: Vec<Result<super::catalog::PreparedRow, CatalogError>>, message: &str) -> Vec<RowResult> {
+    prepared
+        .into_iter()
+        .map(|row| {
+            Err(row
+                .err()
+                .unwrap_or_else(|| CatalogError::Unavailable(format!("read failed: {message}"))))
+        })
+        .collect()
+}
+
+/// Soft-deletes an item (`is_deleted: true`), or removes it with `purge`.
+pub struct DeleteItem {
+    pub table: String,
+    pub id: String,
+    pub purge: bool,
+}
+
+impl Message for DeleteItem {
+    type Result = Result<(), CatalogError>;
+}
+
+impl Handler<DeleteItem> for CatalogShard {
+    type Result = Result<(), CatalogError>;
+
+    fn handle(&mut self, message: DeleteItem, _: &mut Context<Self>) -> Self::Result {
+        let key = keys::item(self.shard, &message.table, &message.id);
+        let not_found = || CatalogError::NotFound(format!("item {:?} in table {:?}", message.id, message.table));
+        let stored = self.storage.get(Cf::Items, &key)?.ok_or_else(not_found)?;
+        let mut batch = self.storage.batch();
+        if message.purge {
+            batch.delete(Cf::Items, &key);
+        } else {
+            let mut row: Map<String, Value> = serde_json::from_slice(&stored)
+                .map_err(|error| CatalogError::Unavailable(format!("stored item is unreadable: {error}")))?;
+            row.insert("is_deleted".into(), Value::Bool(true));
+            row.insert(
+                "updated_at".into(),
+                Value::String(crate::time::format_rfc3339(self.clock.now_millis())),
+            );
+            batch.put(Cf::Items, &key, &serde_json::to_vec(&row).expect("json map serializes"));
+        }
+        Ok(batch.commit()?)
+    }
+}
+
+/// Removes a user's row and every event indexed under the user.
+/// Returns how many events were removed.
+pub struct DeleteUser {
+    pub uid: String,
+}
+
+impl Message for DeleteUser {
+    type Result = Result<usize, CatalogError>;
+}
+
+impl Handler<DeleteUser> for CatalogShard {
+    type Result = Result<usize, CatalogError>;
+
+    fn handle(&mut self, message: DeleteUser, _: &mut Context<Self>) -> Self::Result {
+        let key = keys::user(self.shard, &message.uid);
+        if self.storage.get(Cf::Users, &key)?.is_none() {
+            return Err(CatalogError::NotFound(format!("user {:?}", message.uid)));
+        }
+        let mut batch = self.storage.batch();
+        batch.delete(Cf::Users, &key);
+        // The index holds `prefix ++ event key`; both the event and its index entry go.
+        let prefix = keys::user_events_prefix(self.shard, &message.uid);
+        let mut events_removed = 0;
+        for entry in self.storage.scan_prefix(Cf::UserEvents, &prefix) {
+            let (index_key, _) = entry?;
+            batch.delete(Cf::Events, &index_key[prefix.len()..]);
+            batch.delete(Cf::UserEvents, &index_key);
+            events_removed += 1;
+        }
+        batch.commit()?;
+        Ok(events_removed)
+    }
+}
+
+/// Removes every row of a table in this shard's range.
+pub struct DropTableRows {
+    pub table: String,
+}
+
+impl Message for DropTableRows {
+    type Result = Result<(), CatalogError>;
+}
+
+impl Handler<DropTableRows> for CatalogShard {
+    type Result = Result<(), CatalogError>;
+
+    fn handle(&mut self, message: DropTableRows, _: &mut Context<Self>) -> Self::Result {
+        let (from, to) = keys::table_range(self.shard, &message.table);
+        let mut batch = self.storage.batch();
+        batch.delete_range(Cf::Items, &from, &to);
+        Ok(batch.commit()?)
+    }
+}
+
+/// Creates or updates a table record; sent to the shard the table name hashes to.
+pub struct PutTable {
+    pub name: String,
+    pub description: Option<String>,
+    pub relations: Option<Vec<Relation>>,
+}
+
+impl Message for PutTable {
+    type Result = Result<Arc<TableRecord>, CatalogError>;
+}
+
+impl Handler<PutTable> for CatalogShard {
+    type Result = Result<Arc<TableRecord>, CatalogError>;
+
+    fn handle(&mut self, message: PutTable, _: &mut Context<Self>) -> Self::Result {
+        self.tables.put(&message.name, message.description, message.relations)
+    }
+}

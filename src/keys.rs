@@ -1,0 +1,290 @@
+//! API keys: stored hashed (SHA-256) in the `meta` column family, looked up by hash
+//! from an in-memory index. Shared by the HTTP admin endpoints and the `keys` CLI.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::clock::SharedClock;
+use crate::storage::{keys, Cf, Storage, StorageError};
+use crate::time::format_rfc3339;
+
+/// Every scope a key can carry; `admin` implies all of them.
+pub const SCOPES: [&str; 9] = [
+    "recommend",
+    "search",
+    "chat",
+    "embed",
+    "catalog:read",
+    "catalog:write",
+    "users:write",
+    "events:write",
+    "admin",
+];
+
+/// Id of the key made from `RANKSTREAM_ADMIN_KEY` or generated on first start.
+const BOOTSTRAP_ID: &str = "bootstrap-admin";
+
+/// A stored key; the secret itself is never stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApiKey {
+    pub id: String,
+    pub name: String,
+    /// Hex SHA-256 of the secret.
+    pub hash: String,
+    pub scopes: Vec<String>,
+    /// Unix ms after which the key is refused.
+    pub expires_at: Option<i64>,
+    pub created_at: i64,
+    /// Own rate quota; the configured default when absent.
+    pub rate_per_sec: Option<u32>,
+    pub burst: Option<u32>,
+}
+
+impl ApiKey {
+    /// Whether the key may use an endpoint needing `scope`.
+    pub fn allows(&self, scope: &str) -> bool {
+        self.scopes.iter().any(|s| s == scope || s == "admin")
+    }
+
+    /// The public view: everything but the hash.
+    pub fn view(&self) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "scopes": self.scopes,
+            "expires_at": self.expires_at.map(format_rfc3339),
+            "created_at": format_rfc3339(self.created_at),
+            "rate_per_sec": self.rate_per_sec,
+            "burst": self.burst,
+        })
+    }
+}
+
+/// What a new key should be.
+#[derive(Debug, Clone, Default)]
+pub struct NewKey {
+    pub name: String,
+    pub scopes: Vec<String>,
+    pub expires_at: Option<i64>,
+    pub rate_per_sec: Option<u32>,
+    pub burst: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Why a presented secret was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    Unknown,
+    Expired,
+}
+
+/// The node's keys.
+pub struct KeyStore {
+    storage: Storage,
+    /// hash → key, for lookups on every request.
+    by_hash: DashMap<String, Arc<ApiKey>>,
+    clock: SharedClock,
+}
+
+impl KeyStore {
+    pub fn load(storage: Storage, clock: SharedClock) -> Result<KeyStore, StorageError> {
+        let by_hash = DashMap::new();
+        for entry in storage.scan_prefix(Cf::Meta, keys::API_KEY_PREFIX) {
+            let (key, value) = entry?;
+            let api_key: ApiKey = serde_json::from_slice(&value).map_err(|error| StorageError::Corrupt {
+                key: String::from_utf8_lossy(&key).into_owned(),
+                reason: error.to_string(),
+            })?;
+            by_hash.insert(api_key.hash.clone(), Arc::new(api_key));
+        }
+        Ok(KeyStore {
+            storage,
+            by_hash,
+            clock,
+        })
+    }
+
+    /// Validates and stores a new key; returns it with its secret (shown only now).
+    pub fn create(&self, new: NewKey) -> Result<(Arc<ApiKey>, String), KeyError> {
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        self.insert(id, new, generate_secret())
+    }
+
+    fn insert(&self, id: String, new: NewKey, secret: String) -> Result<(Arc<ApiKey>, String), KeyError> {
+        let mut problems = Vec::new();
+        if new.name.trim().is_empty() {
+            problems.push("\"name\" must not be empty".to_owned());
+        }
+        if new.scopes.is_empty() {
+            problems.push("\"scopes\" must name at least one scope".to_owned());
+        }
+        for scope in &new.scopes {
+            if !SCOPES.contains(&scope.as_str()) {
+                problems.push(format!("unknown scope {scope:?} (known: {})", SCOPES.join(", ")));
+            }
+        }
+        if new.expires_at.is_some_and(|at| at <= self.clock.now_millis()) {
+            problems.push("\"expires_at\" is in the past".to_owned());
+        }
+        if new.rate_per_sec == Some(0) || new.burst == Some(0) {
+            problems.push("\"rate_per_sec\" and \"burst\" must be > 0".to_owned());
+        }
+        if !problems.is_empty() {
+            return Err(KeyError::Invalid(problems.join("; ")));
+        }
+        let key = ApiKey {
+            id,
+            name: new.name,
+            hash: hash_secret(&secret),
+            scopes: new.scopes,
+            expires_at: new.expires_at,
+            created_at: self.clock.now_millis(),
+            rate_per_sec: new.rate_per_sec,
+            burst: new.burst,
+        };
+        let mut batch = self.storage.batch();
+        batch.put(
+            Cf::Meta,
+            &keys::api_key(&key.id),
+            &serde_json::to_vec(&key).expect("key serializes"),
+        );
+        batch.commit()?;
+        let key = Arc::new(key);
+        self.by_hash.insert(key.hash.clone(), key.clone());
+        Ok((key, secret))
+    }
+
+    /// Every key, oldest first.
+    pub fn list(&self) -> Vec<Arc<ApiKey>> {
+        let mut all: Vec<_> = self.by_hash.iter().map(|entry| entry.value().clone()).collect();
+        all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        all
+    }
+
+    /// Removes a key; `false` when there is none with that id.
+    pub fn revoke(&self, id: &str) -> Result<bool, KeyError> {
+        let Some(hash) = self
+            .by_hash
+            .iter()
+            .find(|e| e.value().id == id)
+            .map(|e| e.key().clone())
+        else {
+            return Ok(false);
+        };
+        let mut batch = self.storage.batch();
+        batch.delete(Cf::Meta, &keys::api_key(id));
+        batch.commit()?;
+        self.by_hash.remove(&hash);
+        Ok(true)
+    }
+
+    /// The key a presented secret belongs to.
+    pub fn authenticate(&self, secret: &str) -> Result<Arc<ApiKey>, AuthFailure> {
+        let key = self
+            .by_hash
+            .get(&hash_secret(secret))
+            .map(|e| e.value().clone())
+            .ok_or(AuthFailure::Unknown)?;
+        match key.expires_at {
+            Some(at) if at <= self.clock.now_millis() => Err(AuthFailure::Expired),
+            _ => Ok(key),
+        }
+    }
+
+    /// Makes sure an admin key exists. With `secret` (from `RANKSTREAM_ADMIN_KEY`) that
+    /// secret becomes the bootstrap admin key. Without it, a key is generated when no
+    /// admin key exists yet, and its secret returned so it can be printed once.
+    pub fn bootstrap_admin(&self, secret: Option<&str>) -> Result<Option<String>, KeyError> {
+        let admin = NewKey {
+            name: "bootstrap admin".into(),
+            scopes: vec!["admin".into()],
+            ..NewKey::default()
+        };
+        if let Some(secret) = secret {
+            if secret.trim().is_empty() {
+                return Err(KeyError::Invalid("RANKSTREAM_ADMIN_KEY is empty".into()));
+            }
+            if self.authenticate(secret).is_ok_and(|key| key.allows("admin")) {
+                return Ok(None);
+            }
+            self.revoke(BOOTSTRAP_ID)?;
+            self.insert(BOOTSTRAP_ID.into(), admin, secret.to_owned())?;
+            return Ok(None);
+        }
+        if self
+            .by_hash
+            .iter()
+            .any(|e| e.value().scopes.iter().any(|s| s == "admin"))
+        {
+            return Ok(None);
+        }
+        let (_, secret) = self.insert(BOOTSTRAP_ID.into(), admin, generate_secret())?;
+        Ok(Some(secret))
+    }
+}
+
+fn generate_secret() -> String {
+    let mut bytes = [0u8; 24];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("rsk_{}", hex::encode(bytes))
+}
+
+fn hash_secret(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::config::Durability;
+
+    fn store(clock: Arc<ManualClock>) -> (tempfile::TempDir, KeyStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path(), Durability::Sync).unwrap();
+        (dir, KeyStore::load(storage, clock).unwrap())
+    }
+
+    #[test]
+    fn keys_expire_by_the_injected_clock() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let (_dir, keys) = store(clock.clone());
+        let new = NewKey {
+            name: "k".into(),
+            scopes: vec!["search".into()],
+            expires_at: Some(1_000_500),
+            ..NewKey::default()
+        };
+        let (key, secret) = keys.create(new).unwrap();
+        assert!(keys.authenticate(&secret).unwrap().allows("search"));
+        assert!(!key.allows("catalog:write"));
+        clock.advance(500);
+        assert_eq!(keys.authenticate(&secret).unwrap_err(), AuthFailure::Expired);
+    }
+
+    #[test]
+    fn bootstrap_generates_once_and_keys_survive_reload() {
+        let clock = Arc::new(ManualClock::new(1));
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path(), Durability::Sync).unwrap();
+        let keys = KeyStore::load(storage.clone(), clock.clone()).unwrap();
+        let secret = keys.bootstrap_admin(None).unwrap().expect("first start generates");
+        assert_eq!(keys.bootstrap_admin(None).unwrap(), None);
+        let reloaded = KeyStore::load(storage, clock).unwrap();
+        assert!(reloaded.authenticate(&secret).unwrap().allows("catalog:write"));
+        assert!(reloaded.revoke(BOOTSTRAP_ID).unwrap());
+        assert_eq!(reloaded.authenticate(&secret).unwrap_err(), AuthFailure::Unknown);
+    }
+}

@@ -1,0 +1,172 @@
+//! The `rankstream` binary: `serve` a node, or manage API `keys` offline.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use rankstream::clock::{Clock, SystemClock};
+use rankstream::config::Config;
+use rankstream::keys::{KeyStore, NewKey};
+use rankstream::storage::Storage;
+use rankstream::time::parse_time_value;
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(name = "rankstream", version, about = "Real-time ranking engine")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API until SIGINT/SIGTERM.
+    Serve {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Address to listen on (overrides server.bind); port 0 picks a free one.
+        #[arg(long)]
+        bind: Option<String>,
+    },
+    /// Create, list or revoke API keys directly in the data directory (server stopped).
+    Keys {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(subcommand)]
+        action: KeysAction,
+    },
+}
+
+#[derive(Args)]
+struct CommonArgs {
+    /// Configuration file layered over the compiled-in config/default.toml.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// RocksDB directory (overrides storage.data_dir).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Create a key and print it with its secret (shown only here).
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Comma-separated scopes, e.g. recommend,search or admin.
+        #[arg(long, value_delimiter = ',')]
+        scopes: Vec<String>,
+        /// Expiry: RFC 3339 time, unix seconds/milliseconds, or a duration like 30d, 12h, 90m.
+        #[arg(long)]
+        expires: Option<String>,
+        #[arg(long)]
+        rate_per_sec: Option<u32>,
+        #[arg(long)]
+        burst: Option<u32>,
+    },
+    /// List keys (never their secrets).
+    List,
+    /// Revoke a key by id.
+    Revoke { id: String },
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { common, bind } => {
+            let mut config = load_config(&common)?;
+            if let Some(bind) = bind {
+                config.server.bind = bind;
+            }
+            let admin_secret = std::env::var("RANKSTREAM_ADMIN_KEY").ok();
+            let system = actix_rt::System::with_tokio_rt(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a tokio runtime can be built")
+            });
+            system.block_on(rankstream::server::run(
+                config,
+                Arc::new(SystemClock),
+                admin_secret,
+                rankstream::server::shutdown_signal(),
+            ))
+        }
+        Command::Keys { common, action } => keys_command(&load_config(&common)?, action),
+    }
+}
+
+fn load_config(common: &CommonArgs) -> anyhow::Result<Config> {
+    let mut config = Config::load(common.config.as_deref())?;
+    if let Some(dir) = &common.data_dir {
+        config.storage.data_dir = dir.clone();
+    }
+    Ok(config)
+}
+
+fn keys_command(config: &Config, action: KeysAction) -> anyhow::Result<()> {
+    let storage = Storage::open(&config.storage.data_dir, config.storage.durability).with_context(|| {
+        format!(
+            "opening {} (is a server running on it?)",
+            config.storage.data_dir.display()
+        )
+    })?;
+    let clock = Arc::new(SystemClock);
+    let keys = KeyStore::load(storage, clock.clone())?;
+    let output = match action {
+        KeysAction::Create {
+            name,
+            scopes,
+            expires,
+            rate_per_sec,
+            burst,
+        } => {
+            let expires_at = expires
+                .map(|text| parse_expiry(&text, clock.now_millis()))
+                .transpose()?;
+            let (key, secret) = keys.create(NewKey {
+                name,
+                scopes,
+                expires_at,
+                rate_per_sec,
+                burst,
+            })?;
+            let mut view = key.view();
+            view["key"] = json!(secret);
+            view
+        }
+        KeysAction::List => json!({ "keys": keys.list().iter().map(|k| k.view()).collect::<Vec<_>>() }),
+        KeysAction::Revoke { id } => {
+            anyhow::ensure!(keys.revoke(&id)?, "no key with id {id:?}");
+            json!({ "id": id, "revoked": true })
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&output)?);
+    Ok(())
+}
+
+/// An absolute time (RFC 3339 or unix) or a duration from now (`30d`, `12h`, `90m`, `45s`).
+fn parse_expiry(text: &str, now_millis: i64) -> anyhow::Result<i64> {
+    let unit_millis = match text.chars().last() {
+        Some('d') => Some(86_400_000),
+        Some('h') => Some(3_600_000),
+        Some('m') => Some(60_000),
+        Some('s') => Some(1_000),
+        _ => None,
+    };
+    if let Some(unit) = unit_millis {
+        if let Ok(count) = text[..text.len() - 1].parse::<i64>() {
+            return Ok(now_millis + count * unit);
+        }
+    }
+    let value = match text.parse::<f64>() {
+        Ok(number) => json!(number),
+        Err(_) => json!(text),
+    };
+    parse_time_value(&value).with_context(|| format!("--expires {text:?} is neither a time nor a duration like 30d"))
+}

@@ -1,0 +1,96 @@
+//! Assembly of a node: storage, keys, engine, HTTP frontend; and its orderly stop.
+
+use std::future::Future;
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+
+use crate::api::{self, AppState, RateLimits};
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::keys::KeyStore;
+use crate::storage::Storage;
+use crate::topology::{Topology, SINGLE_TOML};
+
+/// Runs a node until `shutdown` resolves: serves, then drains in-flight requests,
+/// stops the shard actors and flushes RocksDB. Must run inside an actix `System`.
+/// `admin_secret` is `RANKSTREAM_ADMIN_KEY`.
+pub async fn run(
+    config: Config,
+    clock: SharedClock,
+    admin_secret: Option<String>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let topology = load_topology(&config)?;
+    let storage = Storage::open(&config.storage.data_dir, config.storage.durability)
+        .with_context(|| format!("opening the data directory {}", config.storage.data_dir.display()))?;
+    let keys = Arc::new(KeyStore::load(storage.clone(), clock.clone())?);
+    if let Some(secret) = keys.bootstrap_admin(admin_secret.as_deref())? {
+        println!("bootstrap admin key: {secret}");
+        println!("(shown once; keep it, or set RANKSTREAM_ADMIN_KEY to choose your own)");
+    }
+    let engine = Arc::new(Engine::start(
+        storage.clone(),
+        topology,
+        clock,
+        config.engine.shard_mailbox,
+    )?);
+    let listener = TcpListener::bind(&config.server.bind)
+        .await
+        .with_context(|| format!("binding {}", config.server.bind))?;
+    let address = listener.local_addr()?;
+    println!("rankstream listening on http://{address}");
+    std::io::stdout().flush()?;
+    tracing::info!(%address, shards = engine.shard_count(), data_dir = %config.storage.data_dir.display(), "serving");
+
+    let state = Arc::new(AppState {
+        engine: engine.clone(),
+        keys,
+        limits: RateLimits::new(config.auth.clone()),
+        config: config.server.clone(),
+        ready: AtomicBool::new(true),
+    });
+    api::serve(listener, state, shutdown).await;
+
+    tracing::info!("stopping shard actors and flushing storage");
+    tokio::task::spawn_blocking(move || {
+        engine.stop();
+        storage.flush()
+    })
+    .await??;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn load_topology(config: &Config) -> anyhow::Result<Topology> {
+    let text = if config.engine.topology_file.is_empty() {
+        SINGLE_TOML.to_owned()
+    } else {
+        std::fs::read_to_string(&config.engine.topology_file)
+            .with_context(|| format!("reading topology file {}", config.engine.topology_file))?
+    };
+    Ok(Topology::parse(&text)?)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
+        _ = terminate => tracing::info!("SIGTERM received, shutting down"),
+    }
+}

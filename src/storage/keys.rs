@@ -1,0 +1,78 @@
+//! Key encoding. Sharded keys start with the big-endian shard number so that a
+//! shard is one contiguous key range; a `0x00` separates variable-length parts
+//! (names and ids never contain it: the catalog refuses control characters).
+
+use crate::topology::ShardId;
+
+const SEPARATOR: u8 = 0x00;
+
+fn with_shard(shard: ShardId, capacity: usize) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + capacity);
+    key.extend_from_slice(&shard.to_be_bytes());
+    key
+}
+
+/// `items`: `[shard][table]0x00[id]`.
+pub fn item(shard: ShardId, table: &str, id: &str) -> Vec<u8> {
+    let mut key = table_prefix(shard, table);
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
+/// The key range `[from, to)` of one table's items on one shard.
+pub fn table_range(shard: ShardId, table: &str) -> (Vec<u8>, Vec<u8>) {
+    let from = table_prefix(shard, table);
+    let mut to = from.clone();
+    *to.last_mut().expect("prefix ends with the separator") = SEPARATOR + 1;
+    (from, to)
+}
+
+/// `[shard][table]0x00`: the prefix of one table's items on one shard.
+pub fn table_prefix(shard: ShardId, table: &str) -> Vec<u8> {
+    let mut key = with_shard(shard, table.len() + 1);
+    key.extend_from_slice(table.as_bytes());
+    key.push(SEPARATOR);
+    key
+}
+
+/// `users`: `[shard][uid]`.
+pub fn user(shard: ShardId, uid: &str) -> Vec<u8> {
+    let mut key = with_shard(shard, uid.len());
+    key.extend_from_slice(uid.as_bytes());
+    key
+}
+
+/// `user_events`: `[shard][uid]0x00` — followed by the event key of each of the user's events.
+pub fn user_events_prefix(shard: ShardId, uid: &str) -> Vec<u8> {
+    let mut key = user(shard, uid);
+    key.push(SEPARATOR);
+    key
+}
+
+/// `tables`: `[shard of the name][name]`.
+pub fn table(shard: ShardId, name: &str) -> Vec<u8> {
+    user(shard, name)
+}
+
+/// `meta`: node-level, not sharded: `apikey/[id]`.
+pub fn api_key(id: &str) -> Vec<u8> {
+    [API_KEY_PREFIX, id.as_bytes()].concat()
+}
+
+/// Prefix of every API key record in `meta`.
+pub const API_KEY_PREFIX: &[u8] = b"apikey/";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn item_keys_sort_inside_their_table_range() {
+        let (from, to) = table_range(3, "products");
+        let key = item(3, "products", "zzz");
+        assert!(from <= key && key < to);
+        assert!(item(3, "products2", "a") >= to);
+        assert!(item(2, "products", "a") < from);
+        assert_eq!(&key[..2], &[0, 3]);
+    }
+}

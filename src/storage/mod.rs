@@ -1,0 +1,217 @@
+//! The only module that imports RocksDB.
+//!
+//! One database per node with one column family per kind of record (DESIGN.md §2).
+//! Sharded records start with the big-endian shard number, so a shard is a key
+//! range (see [`keys`]). Writes go through [`Batch`]; with `Durability::Sync` a write
+//! returns only after the WAL is fsynced. Concurrent writers are group-committed by
+//! RocksDB's write path: the first writer of a group syncs the WAL once for all of
+//! them, so N shard threads writing at once cost one fsync, not N.
+
+pub mod keys;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+
+use crate::config::Durability;
+
+/// A kind of record, stored in its own column family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cf {
+    /// Table records: name, description, relations, field types.
+    Tables,
+    /// Catalog items, keyed by shard, table and id.
+    Items,
+    /// User rows, keyed by shard and uid.
+    Users,
+    /// Stored events.
+    Events,
+    /// Index uid → event keys, for deletion and training.
+    UserEvents,
+    /// Actor snapshots.
+    State,
+    /// Trained model artifacts.
+    Models,
+    /// Node-level records: hashed API keys, offsets, schema version.
+    Meta,
+}
+
+impl Cf {
+    /// Every column family, in creation order.
+    pub const ALL: [Cf; 8] = [
+        Cf::Tables,
+        Cf::Items,
+        Cf::Users,
+        Cf::Events,
+        Cf::UserEvents,
+        Cf::State,
+        Cf::Models,
+        Cf::Meta,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Cf::Tables => "tables",
+            Cf::Items => "items",
+            Cf::Users => "users",
+            Cf::Events => "events",
+            Cf::UserEvents => "user_events",
+            Cf::State => "state",
+            Cf::Models => "models",
+            Cf::Meta => "meta",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("rocksdb: {0}")]
+    Rocks(#[from] rocksdb::Error),
+    #[error("stored record under {key} is corrupt: {reason}")]
+    Corrupt { key: String, reason: String },
+}
+
+/// A shared handle on the node's database.
+#[derive(Clone)]
+pub struct Storage {
+    db: Arc<DB>,
+    durability: Durability,
+}
+
+impl Storage {
+    /// Opens (creating if needed) the database under `path`.
+    pub fn open(path: &Path, durability: Durability) -> Result<Storage, StorageError> {
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.create_missing_column_families(true);
+        options.increase_parallelism(2);
+        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        let descriptors = Cf::ALL.iter().map(|cf| {
+            let mut cf_options = Options::default();
+            cf_options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+            ColumnFamilyDescriptor::new(cf.name(), cf_options)
+        });
+        let db = DB::open_cf_descriptors(&options, path, descriptors)?;
+        Ok(Storage {
+            db: Arc::new(db),
+            durability,
+        })
+    }
+
+    fn cf(&self, cf: Cf) -> &ColumnFamily {
+        // Every family in `Cf::ALL` is created by `open`; a missing one is a bug here.
+        self.db.cf_handle(cf.name()).expect("column family created at open")
+    }
+
+    /// Reads one record.
+    pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        Ok(self.db.get_cf(self.cf(cf), key)?)
+    }
+
+    /// Reads many records of one family at once.
+    pub fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        let handle = self.cf(cf);
+        self.db
+            .multi_get_cf(keys.iter().map(|key| (handle, key)))
+            .into_iter()
+            .map(|result| result.map_err(StorageError::from))
+            .collect()
+    }
+
+    /// Every record whose key starts with `prefix`, in key order.
+    pub fn scan_prefix<'a>(
+        &'a self,
+        cf: Cf,
+        prefix: &'a [u8],
+    ) -> impl Iterator<Item = Result<(Box<[u8]>, Box<[u8]>), StorageError>> + 'a {
+        self.db
+            .iterator_cf(self.cf(cf), IteratorMode::From(prefix, Direction::Forward))
+            .map(|item| item.map_err(StorageError::from))
+            .take_while(move |item| match item {
+                Ok((key, _)) => key.starts_with(prefix),
+                Err(_) => true,
+            })
+    }
+
+    /// A new empty write batch.
+    pub fn batch(&self) -> Batch<'_> {
+        Batch {
+            storage: self,
+            inner: WriteBatch::default(),
+        }
+    }
+
+    /// Flushes the WAL and memtables to disk (shutdown).
+    pub fn flush(&self) -> Result<(), StorageError> {
+        self.db.flush_wal(true)?;
+        for cf in Cf::ALL {
+            self.db.flush_cf(self.cf(cf))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes applied atomically by [`Batch::commit`].
+pub struct Batch<'a> {
+    storage: &'a Storage,
+    inner: WriteBatch,
+}
+
+impl Batch<'_> {
+    pub fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
+        self.inner.put_cf(self.storage.cf(cf), key, value);
+    }
+
+    pub fn delete(&mut self, cf: Cf, key: &[u8]) {
+        self.inner.delete_cf(self.storage.cf(cf), key);
+    }
+
+    /// Deletes every key in `[from, to)`.
+    pub fn delete_range(&mut self, cf: Cf, from: &[u8], to: &[u8]) {
+        self.inner.delete_range_cf(self.storage.cf(cf), from, to);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Writes the batch atomically; with sync durability it is fsynced on return.
+    pub fn commit(self) -> Result<(), StorageError> {
+        if self.inner.is_empty() {
+            return Ok(());
+        }
+        let mut options = WriteOptions::default();
+        options.set_sync(self.storage.durability == Durability::Sync);
+        self.storage.db.write_opt(self.inner, &options)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_commit_scan_and_range_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path(), Durability::Sync).unwrap();
+        let mut batch = storage.batch();
+        batch.put(Cf::Items, b"a1", b"x");
+        batch.put(Cf::Items, b"a2", b"y");
+        batch.put(Cf::Items, b"b1", b"z");
+        batch.commit().unwrap();
+        let keys: Vec<_> = storage
+            .scan_prefix(Cf::Items, b"a")
+            .map(|item| item.unwrap().0.to_vec())
+            .collect();
+        assert_eq!(keys, vec![b"a1".to_vec(), b"a2".to_vec()]);
+        let mut batch = storage.batch();
+        batch.delete_range(Cf::Items, b"a", b"b");
+        batch.commit().unwrap();
+        assert_eq!(storage.get(Cf::Items, b"a1").unwrap(), None);
+        assert_eq!(storage.get(Cf::Items, b"b1").unwrap(), Some(b"z".to_vec()));
+        let got = storage.multi_get(Cf::Items, &[b"b1".to_vec(), b"zz".to_vec()]).unwrap();
+        assert_eq!(got, vec![Some(b"z".to_vec()), None]);
+    }
+}

@@ -1,0 +1,148 @@
+//! Shards and nodes: which shard a key hashes to and which node owns it.
+//!
+//! The hash is Kafka's Java default partitioner (murmur2 of the key bytes, made
+//! positive, modulo the shard count), so an external producer keying events by user
+//! id with the standard partitioner lands on the owning shard.
+
+use serde::Deserialize;
+
+/// The embedded default: one node owning 8 shards.
+pub const SINGLE_TOML: &str = include_str!("../topology/single.toml");
+
+/// Index of a shard, `0..shards`.
+pub type ShardId = u16;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopologyFile {
+    shards: u16,
+    node: Vec<NodeFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeFile {
+    id: String,
+    http: String,
+    shards: String,
+}
+
+/// One node of the cluster and the shards it owns.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Stable name of the node.
+    pub id: String,
+    /// Address other nodes forward requests to.
+    pub http: String,
+    /// Shards this node owns.
+    pub shards: Vec<ShardId>,
+}
+
+/// The fixed shard count and the assignment of shards to nodes.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    /// Number of shards, fixed for the life of a data set.
+    pub shards: u16,
+    /// Nodes; every shard is owned by exactly one.
+    pub nodes: Vec<Node>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid topology: {0}")]
+pub struct TopologyError(String);
+
+impl Topology {
+    /// Parses and checks a topology file's text.
+    pub fn parse(text: &str) -> Result<Topology, TopologyError> {
+        let file: TopologyFile = toml::from_str(text).map_err(|error| TopologyError(error.to_string()))?;
+        if file.shards == 0 {
+            return Err(TopologyError("shards must be > 0".into()));
+        }
+        let mut owner = vec![None::<usize>; file.shards as usize];
+        let mut nodes = Vec::new();
+        for (index, node) in file.node.into_iter().enumerate() {
+            let shards = parse_ranges(&node.shards, file.shards)?;
+            for &shard in &shards {
+                if let Some(other) = owner[shard as usize].replace(index) {
+                    return Err(TopologyError(format!(
+                        "shard {shard} is owned by node {other} and node {index}"
+                    )));
+                }
+            }
+            nodes.push(Node {
+                id: node.id,
+                http: node.http,
+                shards,
+            });
+        }
+        if let Some(orphan) = owner.iter().position(Option::is_none) {
+            return Err(TopologyError(format!("shard {orphan} has no node")));
+        }
+        Ok(Topology {
+            shards: file.shards,
+            nodes,
+        })
+    }
+
+    /// The shard a routing key belongs to.
+    pub fn shard_for(&self, key: &[u8]) -> ShardId {
+        shard_for(key, self.shards)
+    }
+}
+
+/// Kafka's default partitioner: `(murmur2(key) & 0x7fffffff) % shards`.
+pub fn shard_for(key: &[u8], shards: u16) -> ShardId {
+    let hash = murmur2::murmur2(key, murmur2::KAFKA_SEED) & 0x7fff_ffff;
+    (hash % u32::from(shards)) as ShardId
+}
+
+/// Parses `"0-7,9,12-13"`.
+fn parse_ranges(text: &str, shards: u16) -> Result<Vec<ShardId>, TopologyError> {
+    let bad = || TopologyError(format!("bad shard list {text:?}"));
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<u16>(), b.trim().parse::<u16>()),
+            None => (part.parse::<u16>(), part.parse::<u16>()),
+        };
+        let (first, last) = (first.map_err(|_| bad())?, last.map_err(|_| bad())?);
+        if first > last || last >= shards {
+            return Err(bad());
+        }
+        out.extend(first..=last);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_topology_owns_every_shard() {
+        let topology = Topology::parse(SINGLE_TOML).unwrap();
+        assert_eq!(topology.shards, 8);
+        assert_eq!(topology.nodes[0].shards, (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn overlapping_and_missing_shards_are_refused() {
+        let overlap = "shards = 2\n[[node]]\nid='a'\nhttp='x'\nshards='0-1'\n[[node]]\nid='b'\nhttp='y'\nshards='1'\n";
+        assert!(Topology::parse(overlap).is_err());
+        let missing = "shards = 3\n[[node]]\nid='a'\nhttp='x'\nshards='0-1'\n";
+        assert!(Topology::parse(missing).is_err());
+    }
+
+    #[test]
+    fn kafka_partitioner_vectors() {
+        // Values of Kafka's `Utils.toPositive(Utils.murmur2(key)) % 8` are spread and stable.
+        let hashes: Vec<u32> = ["21", "foobar", "a-little-bit-long-string"]
+            .iter()
+            .map(|k| murmur2::murmur2(k.as_bytes(), murmur2::KAFKA_SEED))
+            .collect();
+        // Reference values from Kafka's UtilsTest.testMurmur2.
+        assert_eq!(hashes[0] as i32, -973932308);
+        assert_eq!(hashes[1] as i32, -790332482);
+        assert_eq!(hashes[2] as i32, -985981536);
+    }
+}
