@@ -1,0 +1,629 @@
+//! Bulk catalog upsert benchmark: how many items per second `PUT /v1/catalog/items`
+//! stores with `durability = "sync"` (a 200 means the batch is in the fsynced WAL).
+//!
+//! By default it starts its own server (`rankstream serve --bind 127.0.0.1:0` on a
+//! fresh data dir under the system temp dir, generated admin key, durability sync),
+//! learns its address from the `rankstream listening on http://...` line, and stops it
+//! with SIGTERM at the end. With `--url URL --key KEY` it uses a running server
+//! instead (the key needs `catalog:write`; durability is whatever that server uses).
+//!
+//! Each run sends `--items` generated products (deterministic from `--seed`, fresh ids
+//! every run, so every run inserts) as NDJSON bodies of `--batch` items over
+//! `--concurrency` HTTP/1.1 keep-alive connections, one request in flight on each.
+//! Bodies are serialized before the clock starts. A non-200 response, a non-empty
+//! `failed` list or a short `upserted` count aborts the benchmark.
+//!
+//! ```text
+//! cargo build --release --bin rankstream --bin bench-catalog
+//! target/release/bench-catalog --write-markdown BENCHMARKS.md
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use bytes::Bytes;
+use clap::Parser;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::TcpStream;
+
+/// What the median over the runs should reach.
+const TARGET_ITEMS_PER_SEC: f64 = 50_000.0;
+/// The server's default `server.body_limit_bytes` (16 MiB).
+const DEFAULT_BODY_LIMIT_BYTES: usize = 16 * 1024 * 1024;
+const MARKDOWN_HEADING: &str = "## Catalog bulk upsert";
+const TABLE: &str = "products";
+const BULK_PATH: &str = "/v1/catalog/items";
+
+#[derive(Parser, Debug)]
+#[command(about = "Benchmark bulk catalog upsert (PUT /v1/catalog/items, NDJSON)")]
+struct Args {
+    /// Use a running server at this base URL (http only) instead of spawning one.
+    #[arg(long, requires = "key")]
+    url: Option<String>,
+    /// API key with `catalog:write`, for `--url`.
+    #[arg(long, requires = "url")]
+    key: Option<String>,
+    /// The rankstream binary to spawn [default: `rankstream` next to this executable].
+    #[arg(long, conflicts_with = "url")]
+    server_bin: Option<PathBuf>,
+    /// Items per run.
+    #[arg(long, default_value_t = 100_000)]
+    items: usize,
+    /// Items per request body.
+    #[arg(long, default_value_t = 5_000)]
+    batch: usize,
+    /// Concurrent keep-alive connections.
+    #[arg(long, default_value_t = 2)]
+    concurrency: usize,
+    /// Timed runs; each inserts `--items` new items.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Length of an `embeddings` vector per item (0: no embeddings).
+    #[arg(long, default_value_t = 0)]
+    embedding_dims: usize,
+    /// Seed of the generated catalog (same seed, same items apart from the ids).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Write (or replace) the `## Catalog bulk upsert` section of this Markdown file.
+    #[arg(long)]
+    write_markdown: Option<PathBuf>,
+}
+
+/// One catalog item, shaped like a travel-activities catalog (SPEC's Good/Better tiers).
+#[derive(Serialize)]
+struct Product {
+    id: String,
+    #[serde(rename = "_table")]
+    table: &'static str,
+    name: String,
+    description: String,
+    groups: Vec<&'static str>,
+    tags: Vec<&'static str>,
+    price: f64,
+    currency: &'static str,
+    availability: bool,
+    url: String,
+    reviews: u32,
+    rating: f64,
+    created_date: String,
+    attraction_age_range: &'static str,
+    operator_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embeddings: Option<Vec<f32>>,
+}
+
+const GROUPS: &str = "Museums,Walking Tours,Food Tours,Wine Tasting,Boat Tours,Day Trips,\
+    Theme Parks,Zoos,Aquariums,Concerts,Theatre,Sports Events,Cooking Classes,Bike Tours,Hiking,\
+    Kayaking,Snorkeling,Scuba Diving,Skiing,Spa,Hot Air Balloons,Helicopter Tours,City Passes,\
+    Airport Transfers,Bus Tours,Segway Tours,Photography Tours,Night Tours,Ghost Tours,\
+    Historical Sites,Castles,Cathedrals,Art Galleries,Observation Decks,Cruises,Safaris,Climbing,\
+    Surfing,Fishing,Horse Riding,Escape Rooms,Nightlife,Shopping Tours,Workshops,Festivals,\
+    Gardens,Water Parks,Caves,Volcano Tours,Wildlife Watching";
+const TAGS: &str = "family-friendly,skip-the-line,small-group,private,guided,self-guided,\
+    wheelchair-accessible,free-cancellation,bestseller,new,outdoor,indoor,half-day,full-day,\
+    evening,morning,romantic,adventure,cultural,educational,eco,pet-friendly,hotel-pickup,\
+    lunch-included,audio-guide";
+const WORDS: &str = "old,town,river,harbour,sunset,mountain,lake,historic,royal,garden,market,\
+    bridge,tower,palace,village,coast,island,forest,valley,canal,square,cathedral,vineyard,local,\
+    hidden,grand,classic,scenic,secret,street,art,food,wine,tour,cruise,walk,experience,adventure,\
+    journey,visit,guide,tasting,views,panoramic,evening,morning,medieval,modern,ancient,quarter,\
+    stories,legends,flavours,with,and,the,of,a,through,along,including,expert,traditional";
+const CURRENCIES: &str = "EUR,EUR,EUR,USD,USD,GBP";
+const AGE_RANGES: &str = "0-99,3-12,6-99,12-99,16-99,18-99,18-65";
+
+/// Generates `count` products deterministically from `seed`; ids are set per run.
+fn generate_products(count: usize, seed: u64, embedding_dims: usize) -> Vec<Product> {
+    let list = |csv: &'static str| csv.split(',').map(str::trim).collect::<Vec<_>>();
+    let (groups, tags, words) = (list(GROUPS), list(TAGS), list(WORDS));
+    let (currencies, age_ranges) = (list(CURRENCIES), list(AGE_RANGES));
+    let mut rng = StdRng::seed_from_u64(seed);
+    let start_of_2020 = 1_577_836_800_i64;
+    let mut products = Vec::with_capacity(count);
+    for index in 0..count {
+        let name_words: Vec<String> = (0..rng.random_range(2..=5))
+            .map(|_| capitalize(pick(&words, &mut rng)))
+            .collect();
+        let description_len = rng.random_range(150..=300);
+        let mut description = capitalize(pick(&words, &mut rng));
+        while description.len() < description_len {
+            description.push(' ');
+            description.push_str(pick(&words, &mut rng));
+        }
+        description.push('.');
+        let (group_count, tag_count) = (rng.random_range(1..=3), rng.random_range(2..=6));
+        let created = start_of_2020 + rng.random_range(0..5 * 365 * 86_400);
+        products.push(Product {
+            id: String::new(),
+            table: TABLE,
+            name: name_words.join(" "),
+            description,
+            groups: groups.choose_multiple(&mut rng, group_count).copied().collect(),
+            tags: tags.choose_multiple(&mut rng, tag_count).copied().collect(),
+            price: (rng.random_range(5.0f64..500.0).powf(1.2) * 100.0).round() / 100.0,
+            currency: pick(&currencies, &mut rng),
+            availability: rng.random_bool(0.9),
+            url: format!("https://tours.example.com/activity/{index}"),
+            reviews: rng.random_range(0..5_000u32).pow(2) / 5_000,
+            rating: (rng.random_range(2.5f64..5.0) * 10.0).round() / 10.0,
+            created_date: chrono::DateTime::from_timestamp(created, 0)
+                .expect("timestamp in range")
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            attraction_age_range: pick(&age_ranges, &mut rng),
+            operator_id: format!("op-{:04}", rng.random_range(0..500)),
+            embeddings: (embedding_dims > 0)
+                .then(|| (0..embedding_dims).map(|_| rng.random_range(-1.0f32..1.0)).collect()),
+        });
+    }
+    products
+}
+
+fn pick(choices: &[&'static str], rng: &mut StdRng) -> &'static str {
+    choices.choose(rng).expect("non-empty list")
+}
+
+fn capitalize(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map_or(String::new(), |first| first.to_uppercase().chain(chars).collect())
+}
+
+/// One pre-serialized request body.
+struct Batch {
+    /// NDJSON, one product per line.
+    body: Bytes,
+    /// Products in `body`: the `upserted` count to expect.
+    items: usize,
+}
+
+fn ndjson_batches(products: &[Product], batch_size: usize) -> Result<Vec<Batch>> {
+    let mut batches = Vec::new();
+    for chunk in products.chunks(batch_size) {
+        let mut body = Vec::with_capacity(chunk.len() * 800);
+        for product in chunk {
+            serde_json::to_writer(&mut body, product)?;
+            body.push(b'\n');
+        }
+        batches.push(Batch {
+            body: body.into(),
+            items: chunk.len(),
+        });
+    }
+    Ok(batches)
+}
+
+/// Where the requests go.
+struct Target {
+    /// `host:port`, for connecting and the Host header.
+    authority: String,
+    /// Path prefix of the base URL, without a trailing slash.
+    base_path: String,
+    key: String,
+}
+
+impl Target {
+    fn parse(url: &str, key: String) -> Result<Target> {
+        let uri: Uri = url.parse().with_context(|| format!("bad url {url:?}"))?;
+        ensure!(
+            uri.scheme_str() == Some("http"),
+            "only http:// urls are supported: {url}"
+        );
+        let authority = uri.authority().context("url has no host")?;
+        let port = authority.port_u16().unwrap_or(80);
+        let base_path = uri.path().trim_end_matches('/').to_string();
+        Ok(Target {
+            authority: format!("{}:{port}", authority.host()),
+            base_path,
+            key,
+        })
+    }
+
+    /// Opens one HTTP/1.1 keep-alive connection.
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>> {
+        let stream = TcpStream::connect(&self.authority)
+            .await
+            .with_context(|| format!("connecting to {}", self.authority))?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(connection);
+        Ok(sender)
+    }
+
+    /// Sends one authenticated PUT and returns its status and whole body.
+    async fn put(
+        &self,
+        sender: &mut SendRequest<Full<Bytes>>,
+        path: &str,
+        content_type: &str,
+        body: Bytes,
+    ) -> Result<(StatusCode, Bytes)> {
+        let request = Request::builder()
+            .method(Method::PUT)
+            .uri(format!("{}{path}", self.base_path))
+            .header(HOST, &self.authority)
+            .header(AUTHORIZATION, format!("Bearer {}", self.key))
+            .header(CONTENT_TYPE, content_type)
+            .body(Full::new(body))?;
+        sender.ready().await?;
+        let response = sender.send_request(request).await?;
+        let status = response.status();
+        Ok((status, response.into_body().collect().await?.to_bytes()))
+    }
+}
+
+/// A server this tool started: stopped with SIGTERM, killed if dropped on an error path.
+struct SpawnedServer {
+    child: tokio::process::Child,
+    /// Holds `data/` and `server.log` (the server's stderr).
+    dir: PathBuf,
+}
+
+impl SpawnedServer {
+    /// Starts the server and returns it with its `http://IP:PORT` URL.
+    async fn start(binary: &Path, admin_key: &str) -> Result<(SpawnedServer, String)> {
+        let unique = uuid::Uuid::now_v7().simple();
+        let dir = std::env::temp_dir().join(format!("rankstream-bench-{unique}"));
+        std::fs::create_dir_all(&dir)?;
+        let log_path = dir.join("server.log");
+        let mut child = tokio::process::Command::new(binary)
+            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.join("data"))
+            .env("RANKSTREAM_ADMIN_KEY", admin_key)
+            .env("RANKSTREAM__STORAGE__DURABILITY", "sync")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&log_path)?)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {} (cargo build --release?)", binary.display()))?;
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        let listening = async {
+            while let Some(line) = lines.next_line().await? {
+                if let Some(url) = line.strip_prefix("rankstream listening on ") {
+                    return Ok(url.trim().to_string());
+                }
+            }
+            bail!("server exited before listening; see {}", log_path.display())
+        };
+        let url = tokio::time::timeout(Duration::from_secs(60), listening)
+            .await
+            .with_context(|| format!("server not listening after 60 s; see {}", log_path.display()))??;
+        // Keep draining stdout so that the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok((SpawnedServer { child, dir }, url))
+    }
+
+    /// SIGTERM, wait for a clean exit, remove the temp dir (kept when the exit was not clean).
+    async fn stop(mut self) -> Result<()> {
+        if let Some(pid) = self.child.id() {
+            std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()?;
+        }
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .context("server still running 60 s after SIGTERM")??;
+        if status.success() {
+            std::fs::remove_dir_all(&self.dir).ok();
+        } else {
+            eprintln!("warning: server exited with {status}; see {}", self.dir.display());
+        }
+        Ok(())
+    }
+}
+
+/// The measurements of one timed run.
+struct RunResult {
+    items: usize,
+    seconds: f64,
+    items_per_sec: f64,
+    /// Wall time of each bulk request, in milliseconds.
+    latencies_ms: Vec<f64>,
+}
+
+/// Sends all batches over `concurrency` connections and times the whole run.
+async fn timed_run(target: &Arc<Target>, batches: Vec<Batch>, concurrency: usize) -> Result<RunResult> {
+    let items: usize = batches.iter().map(|batch| batch.items).sum();
+    let mut senders = Vec::new();
+    for _ in 0..concurrency.min(batches.len()) {
+        senders.push(target.connect().await?);
+    }
+    let batches = Arc::new(batches);
+    let next_batch = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for mut sender in senders {
+        let (target, batches, next_batch) = (target.clone(), batches.clone(), next_batch.clone());
+        workers.spawn(async move {
+            let mut latencies_ms = Vec::new();
+            loop {
+                let index = next_batch.fetch_add(1, Ordering::Relaxed);
+                let Some(batch) = batches.get(index) else {
+                    return anyhow::Ok(latencies_ms);
+                };
+                let request_started = Instant::now();
+                let content_type = "application/x-ndjson";
+                let (status, response) = target
+                    .put(&mut sender, BULK_PATH, content_type, batch.body.clone())
+                    .await?;
+                latencies_ms.push(request_started.elapsed().as_secs_f64() * 1000.0);
+                check_bulk_response(status, &response, batch.items).with_context(|| format!("bulk request {index}"))?;
+            }
+        });
+    }
+    let mut latencies_ms = Vec::new();
+    // An early return drops the JoinSet, which aborts the other workers.
+    while let Some(joined) = workers.join_next().await {
+        let worker_latencies: Result<Vec<f64>> = joined?;
+        latencies_ms.extend(worker_latencies?);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(RunResult {
+        items,
+        seconds,
+        items_per_sec: items as f64 / seconds,
+        latencies_ms,
+    })
+}
+
+/// Fails unless the response is 200, `failed` is empty and all items were upserted.
+fn check_bulk_response(status: StatusCode, body: &[u8], expected: usize) -> Result<()> {
+    let text = String::from_utf8_lossy(body);
+    ensure!(status == StatusCode::OK, "status {status}: {text}");
+    let json: serde_json::Value = serde_json::from_slice(body).context(text.to_string())?;
+    let failed = json["failed"]
+        .as_array()
+        .with_context(|| format!("no `failed`: {text}"))?;
+    if let Some(first) = failed.first() {
+        bail!("{} items failed, the first: {first}", failed.len());
+    }
+    let upserted = json["upserted"].as_u64().unwrap_or(0);
+    ensure!(upserted == expected as u64, "upserted {upserted} of {expected} items");
+    Ok(())
+}
+
+/// Nearest-rank percentile (`fraction` in 0..=1).
+fn percentile(values: &[f64], fraction: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = (fraction * sorted.len() as f64).ceil() as usize;
+    sorted
+        .get(rank.clamp(1, sorted.len().max(1)) - 1)
+        .copied()
+        .unwrap_or(f64::NAN)
+}
+
+fn latency_summary(latencies_ms: &[f64]) -> String {
+    let (p50, p99) = (percentile(latencies_ms, 0.50), percentile(latencies_ms, 0.99));
+    format!("p50 {p50:.1} ms, p99 {p99:.1} ms")
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    match sorted.len() % 2 {
+        0 => (sorted[middle - 1] + sorted[middle]) / 2.0,
+        _ => sorted[middle],
+    }
+}
+
+/// `123456.7` -> `"123,457"`.
+fn thousands(value: f64) -> String {
+    let digits = format!("{value:.0}");
+    let mut out = String::new();
+    for (position, digit) in digits.chars().enumerate() {
+        if position > 0 && (digits.len() - position) % 3 == 0 && digit.is_ascii_digit() {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// `"2 CPUs (model), 23.5 GiB RAM"`, from the OS.
+fn machine_description() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name")?.split(':').nth(1))
+        .map_or(String::new(), |model| format!(" ({})", model.trim()));
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory_kib: f64 = meminfo
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("MemTotal:")?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0);
+    format!("{cpus} CPUs{model}, {:.1} GiB RAM", memory_kib / 1024.0 / 1024.0)
+}
+
+/// The Markdown section for BENCHMARKS.md.
+fn markdown_section(args: &Args, durability: &str, runs: &[RunResult], median_rate: f64) -> String {
+    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let met = if median_rate >= TARGET_ITEMS_PER_SEC {
+        "met"
+    } else {
+        "**not met**"
+    };
+    let mut out = format!(
+        "{MARKDOWN_HEADING}\n\n\
+         Measured {date} with `tools/bench_catalog.rs`.\n\n\
+         - Machine: {machine}\n\
+         - Command: `{command_line}`\n\
+         - Configuration: {items} items per run, NDJSON bodies of {batch} items, {concurrency} \
+         concurrent HTTP/1.1 keep-alive connections, durability {durability}, embedding dims \
+         {dims}, fresh ids every run (all inserts)\n\
+         - Target: median >= {target} items/s: {met}\n\n\
+         | run | items | seconds | items/s | bulk request latency |\n\
+         |---:|---:|---:|---:|---|\n",
+        date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        machine = machine_description(),
+        items = thousands(args.items as f64),
+        batch = thousands(args.batch as f64),
+        concurrency = args.concurrency,
+        dims = args.embedding_dims,
+        target = thousands(TARGET_ITEMS_PER_SEC),
+    );
+    for (number, run) in runs.iter().enumerate() {
+        out.push_str(&format!(
+            "| {} | {} | {:.3} | {} | {} |\n",
+            number + 1,
+            thousands(run.items as f64),
+            run.seconds,
+            thousands(run.items_per_sec),
+            latency_summary(&run.latencies_ms),
+        ));
+    }
+    let all_latencies: Vec<f64> = runs.iter().flat_map(|run| run.latencies_ms.clone()).collect();
+    out.push_str(&format!(
+        "\nMedian: **{} items/s**. Bulk request latency over all runs: {}.\n",
+        thousands(median_rate),
+        latency_summary(&all_latencies),
+    ));
+    out
+}
+
+/// Replaces the `## Catalog bulk upsert` section of `document` (up to the next `## `
+/// heading) with `section`, or appends `section` when there is none.
+fn upsert_markdown_section(document: &str, section: &str) -> String {
+    let (mut out, mut in_section, mut replaced) = (String::new(), false, false);
+    for line in document.split_inclusive('\n') {
+        if line.trim_end() == MARKDOWN_HEADING {
+            if !replaced {
+                out.push_str(section);
+                out.push('\n');
+            }
+            (in_section, replaced) = (true, true);
+        } else if in_section && line.starts_with("## ") {
+            in_section = false;
+        }
+        if !in_section {
+            out.push_str(line);
+        }
+    }
+    if !replaced {
+        out = match out.trim_end() {
+            "" => "# Benchmarks".to_string(),
+            existing => existing.to_string(),
+        };
+        out.push_str("\n\n");
+        out.push_str(section);
+    }
+    format!("{}\n", out.trim_end())
+}
+
+/// Creates the table, then times `--runs` runs, each on fresh ids.
+async fn run_benchmark(args: &Args, target: &Arc<Target>) -> Result<Vec<RunResult>> {
+    let mut sender = target.connect().await?;
+    let table = serde_json::json!({"table_name": TABLE, "description": "bench-catalog products"});
+    let (status, body) = target
+        .put(
+            &mut sender,
+            "/v1/catalog/table",
+            "application/json",
+            table.to_string().into(),
+        )
+        .await?;
+    ensure!(status == StatusCode::OK, "PUT /v1/catalog/table: {status}: {body:?}");
+    drop(sender);
+
+    eprintln!("generating {} products (seed {})", args.items, args.seed);
+    let mut products = generate_products(args.items, args.seed, args.embedding_dims);
+    // The first 12 hex digits of a UUID v7 are its millisecond timestamp: ids stay fresh
+    // across invocations too, so repeated benchmarks against one server still insert.
+    let invocation = uuid::Uuid::now_v7().simple().to_string()[..12].to_string();
+    let mut runs = Vec::new();
+    for run in 1..=args.runs {
+        for (index, product) in products.iter_mut().enumerate() {
+            product.id = format!("bench-{invocation}-r{run}-{index:07}");
+        }
+        let batches = ndjson_batches(&products, args.batch)?;
+        let largest = batches.iter().map(|batch| batch.body.len()).max().unwrap_or(0);
+        if args.url.is_none() && largest > DEFAULT_BODY_LIMIT_BYTES {
+            bail!("a {largest}-byte body exceeds the default 16 MiB body limit: lower --batch");
+        }
+        let result = timed_run(target, batches, args.concurrency).await?;
+        println!(
+            "run {run}: {} items in {:.3} s = {} items/s (bulk requests {})",
+            thousands(result.items as f64),
+            result.seconds,
+            thousands(result.items_per_sec),
+            latency_summary(&result.latencies_ms),
+        );
+        runs.push(result);
+    }
+    Ok(runs)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    ensure!(args.items > 0 && args.batch > 0, "--items and --batch must be > 0");
+    ensure!(
+        args.concurrency > 0 && args.runs > 0,
+        "--concurrency and --runs must be > 0"
+    );
+
+    let (server, target, durability) = match (&args.url, &args.key) {
+        (Some(url), Some(key)) => (None, Target::parse(url, key.clone())?, "as configured on that server"),
+        _ => {
+            let binary = match &args.server_bin {
+                Some(binary) => binary.clone(),
+                None => std::env::current_exe()?.with_file_name("rankstream"),
+            };
+            let secret: [u8; 24] = rand::rng().random();
+            let admin_key: String = secret.iter().map(|byte| format!("{byte:02x}")).collect();
+            let (server, url) = SpawnedServer::start(&binary, &admin_key).await?;
+            eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
+            (Some(server), Target::parse(&url, admin_key)?, "sync")
+        }
+    };
+    let outcome = run_benchmark(&args, &Arc::new(target)).await;
+    if let Some(server) = server {
+        server.stop().await?;
+    }
+    let runs = outcome?;
+
+    let rates: Vec<f64> = runs.iter().map(|run| run.items_per_sec).collect();
+    let median_rate = median(&rates);
+    let all_latencies: Vec<f64> = runs.iter().flat_map(|run| run.latencies_ms.clone()).collect();
+    let verdict = if median_rate >= TARGET_ITEMS_PER_SEC {
+        "met"
+    } else {
+        "NOT met"
+    };
+    println!(
+        "median: {} items/s (target >= {}: {verdict}); bulk requests {}",
+        thousands(median_rate),
+        thousands(TARGET_ITEMS_PER_SEC),
+        latency_summary(&all_latencies),
+    );
+
+    if let Some(path) = &args.write_markdown {
+        let section = markdown_section(&args, durability, &runs, median_rate);
+        let existing = std::fs::read_to_string(path).unwrap_or_default();
+        std::fs::write(path, upsert_markdown_section(&existing, &section))
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh Debian 12 machine for building and running rankstream.
+#
+# Safe to run on every build: each step checks first and does nothing when its
+# requirement is already met. Needs root (or sudo) only when something is missing.
+# Later steps (Kafka-compatible broker, embedding model) are added as one function
+# each and called from main at the bottom.
+set -euo pipefail
+
+export DEBIAN_FRONTEND=noninteractive
+
+log() { echo "setup: $*" >&2; }
+
+# Run a command as root: directly when we are root, through sudo otherwise.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo -E "$@"
+    else
+        log "need root to run: $*"
+        return 1
+    fi
+}
+
+# True when the Debian package is installed.
+deb_installed() {
+    dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
+}
+
+APT_UPDATED=0
+
+# Install the given Debian packages that are missing; one apt-get update at most.
+apt_install_missing() {
+    local missing=() pkg
+    for pkg in "$@"; do
+        deb_installed "$pkg" || missing+=("$pkg")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        log "apt-get update"
+        as_root apt-get update -q
+        APT_UPDATED=1
+    fi
+    log "installing ${missing[*]}"
+    as_root apt-get install -y -q "${missing[@]}"
+}
+
+# The rocksdb crate runs bindgen, which needs libclang (FACTS.md).
+ensure_libclang() {
+    apt_install_missing libclang-dev
+}
+
+# The Rust toolchain comes with the machine; fail early and clearly if it does not.
+check_rust() {
+    if ! command -v cargo >/dev/null 2>&1; then
+        log "cargo not found on PATH (install Rust with rustup first)"
+        return 1
+    fi
+}
+
+main() {
+    check_rust
+    ensure_libclang
+    # ensure_kafka_broker   (later: tansu with sqlite storage, see FACTS.md)
+    # ensure_embedding_model (later)
+}
+
+main "$@"
