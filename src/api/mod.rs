@@ -71,9 +71,14 @@ impl ApiRequest {
         serde_json::from_slice(&self.body).map_err(|error| ApiError::MalformedJson(error.to_string()))
     }
 
-    /// The body as a typed request: 400 when it is not JSON, 422 when it has the wrong shape.
+    /// The body as a typed request object: 400 when it is not JSON, 422 when it is not
+    /// an object of the right shape (serde would otherwise read a struct from an array).
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
-        serde_json::from_value(self.json_value()?).map_err(|error| ApiError::validation(error.to_string()))
+        let value = self.json_value()?;
+        if !value.is_object() {
+            return Err(ApiError::validation("the body must be a JSON object"));
+        }
+        serde_json::from_value(value).map_err(|error| ApiError::validation(error.to_string()))
     }
 
     /// Whether `?name=true` (or `?name=1`) is in the query string.

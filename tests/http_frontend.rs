@@ -1,0 +1,332 @@
+//! The HTTP front end: health probes, routing errors (404/405), body decoding
+//! errors (400/422), body limits (413), slow bodies (408) and graceful stop.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+
+/// Every route of the contract that takes a JSON body (method, path).
+/// `/v1/catalog/table/t/fields/f` needs table `t`, which the tests create first.
+const JSON_BODY_ROUTES: [(&str, &str); 6] = [
+    ("PUT", "/v1/catalog/table"),
+    ("PUT", "/v1/catalog/table/t/fields/f"),
+    ("PUT", "/v1/catalog/item"),
+    ("PUT", "/v1/catalog/items"),
+    ("POST", "/v1/users"),
+    ("POST", "/v1/admin/keys"),
+];
+
+fn method(name: &str) -> Method {
+    Method::from_bytes(name.as_bytes()).unwrap()
+}
+
+#[test]
+fn health_routing_errors_and_graceful_stop() {
+    let mut server = TestServer::start();
+
+    for (path, status) in [("/healthz", "ok"), ("/readyz", "ready")] {
+        let reply = server.send(Method::GET, path, Auth::None, Payload::Empty, &[]).pair();
+        assert_eq!(assert_status(&reply, 200, path), &json!({"status": status}));
+    }
+
+    // Unknown routes are 404 before any auth check, with or without a key.
+    for path in [
+        "/nope",
+        "/v1/nope",
+        "/v1/catalog",
+        "/v1/catalog/item/a/b/c",
+        "/v1/users/a/b",
+    ] {
+        let without_key = server.send(Method::GET, path, Auth::None, Payload::Empty, &[]);
+        assert_error(
+            &without_key.pair(),
+            404,
+            "not_found",
+            &format!("GET {path} without key"),
+        );
+        assert_error(&server.admin_get(path), 404, "not_found", &format!("GET {path}"));
+    }
+
+    // Known paths with a wrong method: 405 with an Allow header naming the allowed methods.
+    let cases: [(&str, &str, &[&str]); 8] = [
+        ("DELETE", "/v1/catalog/table", &["PUT"]),
+        ("POST", "/v1/catalog/item", &["PUT"]),
+        ("GET", "/v1/catalog/items", &["PUT"]),
+        ("PUT", "/v1/catalog/item/items/x", &["GET", "DELETE"]),
+        ("GET", "/v1/users", &["POST"]),
+        ("PATCH", "/v1/users/u1", &["GET", "DELETE"]),
+        ("PUT", "/v1/admin/keys", &["GET", "POST"]),
+        ("POST", "/healthz", &["GET"]),
+    ];
+    for (verb, path, allowed) in cases {
+        for auth in [Auth::None, Auth::Bearer(&server.admin_key)] {
+            let reply = server.send(method(verb), path, auth, Payload::Empty, &[]);
+            let context = format!("{verb} {path} ({auth:?})");
+            let allow = reply
+                .header("allow")
+                .unwrap_or_else(|| panic!("{context}: no Allow header"));
+            let allow: Vec<String> = allow.split(',').map(|m| m.trim().to_ascii_uppercase()).collect();
+            assert_error(&reply.pair(), 405, "method_not_allowed", &context);
+            for expected in allowed {
+                assert!(
+                    allow.iter().any(|m| m == expected),
+                    "{context}: Allow {allow:?} lacks {expected}"
+                );
+            }
+            assert!(
+                !allow.iter().any(|m| m == verb),
+                "{context}: Allow {allow:?} lists {verb}"
+            );
+        }
+    }
+
+    // The server still serves after all that, then stops gracefully with exit code 0.
+    assert_status(&server.admin_put(ITEM, json!({"id": "before-stop"})), 200, "put");
+    let base_url = server.base_url.clone();
+    server.stop();
+    let refused = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!("{base_url}/healthz"))
+        .send();
+    assert!(
+        refused.is_err(),
+        "server still answers after graceful stop: {refused:?}"
+    );
+}
+
+#[test]
+fn malformed_json_and_wrong_reserved_types() {
+    let server = TestServer::start();
+    let admin = server.admin_key.clone();
+    assert_status(&server.admin_put(TABLE, json!({"table_name": "t"})), 200, "create t");
+    assert_status(
+        &server.admin_put(ITEM, json!({"id": "i1", "_table": "t", "f": "x"})),
+        200,
+        "seed",
+    );
+
+    // Not JSON at all -> 400 malformed_json on every JSON-body route (for the bulk
+    // route a body that starts with `[` is taken as JSON, not NDJSON).
+    for (verb, path) in JSON_BODY_ROUTES {
+        for body in ["{\"id\": ", "[{\"id\": \"a\"", "{id: 'a'}", "{\"a\":1}}"] {
+            if path == "/v1/catalog/items" && !body.starts_with('[') {
+                continue;
+            }
+            let reply = server.raw(method(verb), path, &admin, body.as_bytes(), "application/json");
+            assert_error(&reply, 400, "malformed_json", &format!("{verb} {path} body {body:?}"));
+        }
+    }
+
+    // Valid JSON with wrong types in reserved/required positions -> 422 validation_error.
+    let cases: Vec<(&str, &str, Value)> = vec![
+        ("PUT", "/v1/catalog/item", json!({"id": 5})),
+        ("PUT", "/v1/catalog/item", json!({"id": ""})),
+        ("PUT", "/v1/catalog/item", json!({"name": "no id"})),
+        ("PUT", "/v1/catalog/item", json!({"id": null})),
+        ("PUT", "/v1/catalog/item", json!({"id": ["a"]})),
+        ("PUT", "/v1/catalog/item", json!({"id": "a", "_table": []})),
+        ("PUT", "/v1/catalog/item", json!({"id": "a", "_table": 7})),
+        ("PUT", "/v1/catalog/item", json!({"id": "a", "is_deleted": "yes"})),
+        ("PUT", "/v1/catalog/item", json!({"id": "a", "is_deleted": 1})),
+        ("PUT", "/v1/catalog/item", json!({"id": "a", "created_at": "yesterday"})),
+        ("PUT", "/v1/catalog/item", json!({"id": "a", "created_at": true})),
+        ("PUT", "/v1/catalog/item", json!([{"id": "a"}])),
+        ("PUT", "/v1/catalog/item", json!("a")),
+        ("PUT", "/v1/catalog/item", json!(42)),
+        ("PUT", "/v1/catalog/table", json!({"table_name": 5})),
+        ("PUT", "/v1/catalog/table", json!({"description": "no name"})),
+        ("PUT", "/v1/catalog/table", json!({"table_name": "has space"})),
+        ("PUT", "/v1/catalog/table", json!({"table_name": ""})),
+        ("PUT", "/v1/catalog/table", json!({"table_name": "x".repeat(129)})),
+        (
+            "PUT",
+            "/v1/catalog/table",
+            json!({"table_name": "ok", "description": 5}),
+        ),
+        (
+            "PUT",
+            "/v1/catalog/table",
+            json!({"table_name": "ok", "relations": "brand"}),
+        ),
+        (
+            "PUT",
+            "/v1/catalog/table",
+            json!({"table_name": "ok", "relations": [{"field": 1}]}),
+        ),
+        ("PUT", "/v1/catalog/table", json!([{"table_name": "ok"}])),
+        ("PUT", "/v1/catalog/table/t/fields/f", json!({"type": 5})),
+        ("PUT", "/v1/catalog/table/t/fields/f", json!({})),
+        ("PUT", "/v1/catalog/table/t/fields/f", json!(["string"])),
+        ("POST", "/v1/users", json!({"uid": 5})),
+        ("POST", "/v1/users", json!({"uid": ""})),
+        ("POST", "/v1/users", json!({"name": "no uid"})),
+        ("POST", "/v1/users", json!({"uid": "u", "is_deleted": "yes"})),
+        ("POST", "/v1/users", json!({"uid": "u", "_table": []})),
+        ("POST", "/v1/users", json!({"users": "u"})),
+        ("POST", "/v1/users", json!("u")),
+        ("POST", "/v1/admin/keys", json!({"name": 5, "scopes": ["search"]})),
+        ("POST", "/v1/admin/keys", json!({"name": "k", "scopes": "search"})),
+        ("POST", "/v1/admin/keys", json!({"name": "k", "scopes": [1]})),
+        (
+            "POST",
+            "/v1/admin/keys",
+            json!({"name": "k", "scopes": ["search"], "rate_per_sec": "fast"}),
+        ),
+        (
+            "POST",
+            "/v1/admin/keys",
+            json!({"name": "k", "scopes": ["search"], "burst": 1.5}),
+        ),
+        (
+            "POST",
+            "/v1/admin/keys",
+            json!({"name": "k", "scopes": ["search"], "expires_at": true}),
+        ),
+        ("POST", "/v1/admin/keys", json!([{"name": "k", "scopes": ["search"]}])),
+    ];
+    for (verb, path, body) in cases {
+        let reply = server.send(
+            method(verb),
+            path,
+            Auth::Bearer(&admin),
+            Payload::Json(body.clone()),
+            &[],
+        );
+        assert_error(&reply.pair(), 422, "validation_error", &format!("{verb} {path} {body}"));
+    }
+
+    // `_table: "users"` is refused on the item route (422 with an error body), and
+    // none of the refused items above was stored.
+    let reply = server.admin_put(ITEM, json!({"id": "a", "_table": "users"}));
+    assert_status(&reply, 422, "_table users");
+    assert_error_body(&reply.1, "_table users");
+    assert_error(
+        &server.admin_get("/v1/catalog/item/items/a"),
+        404,
+        "not_found",
+        "refused item a",
+    );
+    assert_error(&server.admin_get("/v1/users/u"), 404, "not_found", "refused user u");
+}
+
+#[test]
+fn body_limit_is_enforced_with_content_length_and_chunked() {
+    let server = TestServer::start_with_env(&[("RANKSTREAM__SERVER__BODY_LIMIT_BYTES", "1024")]);
+    let admin = server.admin_key.clone();
+    let big_item = serde_json::to_vec(&json!({"id": "big", "pad": "x".repeat(4000)})).unwrap();
+    let big_user = serde_json::to_vec(&json!({"uid": "big", "pad": "x".repeat(4000)})).unwrap();
+    let json_type = [("content-type", "application/json")];
+
+    // A body under the limit passes.
+    assert_status(
+        &server.admin_put(ITEM, json!({"id": "small", "pad": "x"})),
+        200,
+        "small",
+    );
+
+    let cases = [
+        (Method::PUT, "/v1/catalog/item", &big_item),
+        (Method::PUT, "/v1/catalog/items", &big_item),
+        (Method::POST, "/v1/users", &big_user),
+    ];
+    for (verb, path, body) in cases {
+        for chunked in [false, true] {
+            let payload = if chunked {
+                Payload::Chunked(body.to_vec())
+            } else {
+                Payload::Bytes(body.to_vec())
+            };
+            let reply = server.send(verb.clone(), path, Auth::Bearer(&admin), payload, &json_type);
+            let context = format!("{verb} {path} chunked={chunked}");
+            assert_error(&reply.pair(), 413, "payload_too_large", &context);
+        }
+    }
+
+    // Auth is checked before the body: an oversized body without a key is 401.
+    let reply = server.send(
+        Method::PUT,
+        "/v1/catalog/item",
+        Auth::None,
+        Payload::Bytes(big_item.clone()),
+        &json_type,
+    );
+    assert_error(&reply.pair(), 401, "unauthorized", "oversized body without key");
+
+    // Nothing of the refused bodies was stored, the server keeps serving.
+    assert_error(
+        &server.admin_get("/v1/catalog/item/items/big"),
+        404,
+        "not_found",
+        "big item",
+    );
+    assert_error(&server.admin_get("/v1/users/big"), 404, "not_found", "big user");
+    let (_, small) = server.admin_get("/v1/catalog/item/items/small");
+    assert_eq!(small["pad"], "x");
+}
+
+#[test]
+fn stalled_body_gets_408() {
+    let server = TestServer::start_with_env(&[("RANKSTREAM__SERVER__REQUEST_TIMEOUT_MS", "300")]);
+    let address = server.base_url.trim_start_matches("http://").to_string();
+
+    // Headers announce 100 bytes, only part of the body follows, then the client stalls.
+    let mut stream = TcpStream::connect(&address).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let partial_body = "{\"id\": \"slow\", \"pad\": \"";
+    let request = format!(
+        "PUT /v1/catalog/item HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{partial_body}",
+        server.admin_key
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    stream.flush().unwrap();
+
+    let response = read_one_response(&mut stream);
+    assert!(
+        response.starts_with("HTTP/1.1 408"),
+        "expected a 408 response, got:\n{response}"
+    );
+    let body = response_json(&response).unwrap_or_else(|| panic!("no JSON body in:\n{response}"));
+    assert_error_body(&body, "408 body");
+    assert_eq!(body["code"], "timeout", "{body}");
+
+    // The item was not stored; ordinary requests still work under the short deadline.
+    assert_error(
+        &server.admin_get("/v1/catalog/item/items/slow"),
+        404,
+        "not_found",
+        "slow item",
+    );
+    assert_status(&server.admin_put(ITEM, json!({"id": "fast"})), 200, "fast item");
+}
+
+/// Reads from a raw connection until one complete HTTP response (with a JSON
+/// body) has arrived, the peer closes, or the read times out.
+fn read_one_response(stream: &mut TcpStream) -> String {
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(read) => received.extend_from_slice(&chunk[..read]),
+        }
+        if response_json(&String::from_utf8_lossy(&received)).is_some() {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+/// The JSON object in the body of a raw HTTP response (plain or single-chunk framing).
+fn response_json(response: &str) -> Option<Value> {
+    let (_, body) = response.split_once("\r\n\r\n")?;
+    let start = body.find('{')?;
+    let end = body.rfind('}')?;
+    serde_json::from_str(body.get(start..=end)?).ok()
+}
