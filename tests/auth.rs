@@ -215,14 +215,7 @@ fn admin_key_api_create_list_revoke_and_validation() {
         (limited["rate_per_sec"].as_i64(), limited["burst"].as_i64()),
         (Some(5), Some(7))
     );
-    let mut scopes: Vec<&str> = limited["scopes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
-    scopes.sort();
-    assert_eq!(scopes, ["catalog:write", "users:write"]);
+    assert_eq!(sorted_scopes(&limited), ["catalog:write", "users:write"]);
     let in_two_hours_ms = now().timestamp_millis() + 7_200_000;
     let millis_key = server.create_key_record(&["search"], json!({"expires_at": in_two_hours_ms}));
     assert_eq!(
@@ -441,14 +434,7 @@ fn keys_cli_create_list_revoke_on_stopped_server() {
         (second_listed["rate_per_sec"].as_i64(), second_listed["burst"].as_i64()),
         (Some(1), Some(2))
     );
-    let mut scopes: Vec<&str> = second_listed["scopes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
-    scopes.sort();
-    assert_eq!(scopes, ["catalog:read", "users:write"]);
+    assert_eq!(sorted_scopes(&second_listed), ["catalog:read", "users:write"]);
 
     // Revoke with the CLI while stopped: refused after the restart, the other key still works.
     server.stop();

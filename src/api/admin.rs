@@ -21,6 +21,13 @@ struct CreateKeyBody {
     burst: Option<u32>,
 }
 
+/// Runs a key write (an fsync) off the async workers.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| ApiError::Internal(error.to_string()))
+}
+
 pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     match (endpoint, request.method.as_str()) {
         (Endpoint::AdminKeys, "POST") => {
@@ -39,7 +46,8 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                 rate_per_sec: body.rate_per_sec,
                 burst: body.burst,
             };
-            let (key, secret) = state.keys.create(new)?;
+            let keys = state.keys.clone();
+            let (key, secret) = blocking(move || keys.create(new)).await??;
             let mut view = key.view();
             view["key"] = Value::String(secret);
             Ok(json_response(StatusCode::CREATED, &view))
@@ -50,7 +58,8 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
         }
         (Endpoint::AdminKey, _) => {
             let id = &request.params[0];
-            if !state.keys.revoke(id)? {
+            let (keys, owned) = (state.keys.clone(), id.clone());
+            if !blocking(move || keys.revoke(&owned)).await?? {
                 return Err(ApiError::NotFound(format!("API key {id:?} not found")));
             }
             state.limits.forget(id);

@@ -72,6 +72,9 @@ pub enum StorageError {
     Corrupt { key: String, reason: String },
 }
 
+/// A stored key and its value.
+pub type Entry = (Box<[u8]>, Box<[u8]>);
+
 /// A shared handle on the node's database.
 #[derive(Clone)]
 pub struct Storage {
@@ -124,7 +127,7 @@ impl Storage {
         &'a self,
         cf: Cf,
         prefix: &'a [u8],
-    ) -> impl Iterator<Item = Result<(Box<[u8]>, Box<[u8]>), StorageError>> + 'a {
+    ) -> impl Iterator<Item = Result<Entry, StorageError>> + 'a {
         self.db
             .iterator_cf(self.cf(cf), IteratorMode::From(prefix, Direction::Forward))
             .map(|item| item.map_err(StorageError::from))

@@ -36,17 +36,8 @@ const LISTENING_PREFIX: &str = "rankstream listening on ";
 const KEPT_OUTPUT_LINES: usize = 400;
 
 /// Every scope of the contract (admin implies all the others).
-pub const ALL_SCOPES: [&str; 9] = [
-    "recommend",
-    "search",
-    "chat",
-    "embed",
-    "catalog:read",
-    "catalog:write",
-    "users:write",
-    "events:write",
-    "admin",
-];
+#[allow(unused_imports)] // used by some test crates only
+pub use rankstream::keys::SCOPES as ALL_SCOPES;
 
 /// Catalog routes without path parameters.
 pub const ITEM: &str = "/v1/catalog/item";
@@ -452,4 +443,16 @@ fn random_secret() -> String {
         state.hash_one(std::process::id()),
         state.hash_one(thread::current().id()) as u32
     )
+}
+
+/// A key record's scopes, sorted, for order-free comparison.
+pub fn sorted_scopes(key: &Value) -> Vec<&str> {
+    let mut scopes: Vec<&str> = key["scopes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no scopes in {key}"))
+        .iter()
+        .map(|s| s.as_str().expect("scope strings"))
+        .collect();
+    scopes.sort();
+    scopes
 }
