@@ -59,10 +59,24 @@ pub enum Durability {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
-    /// Mailbox capacity of each catalog shard actor.
+    /// Mailbox capacity of each shard actor and live actor.
     pub shard_mailbox: usize,
     /// Topology file; empty means the embedded single-node topology.
     pub topology_file: String,
+    /// A session actor idle this long persists its state and stops.
+    pub session_idle_ttl_ms: u64,
+    /// A user actor idle this long persists its state and stops.
+    pub user_idle_ttl_ms: u64,
+    /// Live actors (sessions + users) per shard; above it the least recently used is passivated.
+    pub max_live_actors_per_shard: usize,
+    /// Item interactions kept per session and user.
+    pub recent_items: usize,
+    /// Time for a session affinity to halve.
+    pub session_half_life_ms: u64,
+    /// Time for a user affinity to halve.
+    pub user_half_life_ms: u64,
+    /// How often live state is persisted and the crash-replay point moved forward.
+    pub checkpoint_interval_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,8 +121,23 @@ impl Config {
         if self.server.request_timeout_ms == 0 {
             problems.push("server.request_timeout_ms must be > 0".to_owned());
         }
-        if self.engine.shard_mailbox == 0 {
-            problems.push("engine.shard_mailbox must be > 0".to_owned());
+        let engine = &self.engine;
+        for (name, value) in [
+            ("engine.shard_mailbox", engine.shard_mailbox as u64),
+            ("engine.session_idle_ttl_ms", engine.session_idle_ttl_ms),
+            ("engine.user_idle_ttl_ms", engine.user_idle_ttl_ms),
+            (
+                "engine.max_live_actors_per_shard",
+                engine.max_live_actors_per_shard as u64,
+            ),
+            ("engine.recent_items", engine.recent_items as u64),
+            ("engine.session_half_life_ms", engine.session_half_life_ms),
+            ("engine.user_half_life_ms", engine.user_half_life_ms),
+            ("engine.checkpoint_interval_ms", engine.checkpoint_interval_ms),
+        ] {
+            if value == 0 {
+                problems.push(format!("{name} must be > 0"));
+            }
         }
         if self.auth.default_rate_per_sec == 0 {
             problems.push("auth.default_rate_per_sec must be > 0".to_owned());

@@ -33,12 +33,10 @@ pub async fn run(
         println!("bootstrap admin key: {secret}");
         println!("(shown once; keep it, or set RANKSTREAM_ADMIN_KEY to choose your own)");
     }
-    let engine = Arc::new(Engine::start(
-        storage.clone(),
-        topology,
-        clock,
-        config.engine.shard_mailbox,
-    )?);
+    let engine = Arc::new(Engine::start(storage.clone(), topology, clock, &config.engine)?);
+    let replayed = engine.recover().await?;
+    tracing::info!(replayed, "live state recovered");
+    let checkpoints = tokio::spawn(checkpoint_loop(engine.clone(), config.engine.checkpoint_interval_ms));
     let listener = TcpListener::bind(&config.server.bind)
         .await
         .with_context(|| format!("binding {}", config.server.bind))?;
@@ -56,6 +54,10 @@ pub async fn run(
     });
     api::serve(listener, state, shutdown).await;
 
+    checkpoints.abort();
+    if let Err(error) = engine.checkpoint().await {
+        tracing::error!(%error, "final checkpoint failed; the next start replays the log");
+    }
     tracing::info!("stopping shard actors and flushing storage");
     tokio::task::spawn_blocking(move || {
         engine.stop();
@@ -64,6 +66,18 @@ pub async fn run(
     .await??;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Persists live state and moves the crash-replay point forward, periodically.
+async fn checkpoint_loop(engine: Arc<Engine>, interval_ms: u64) {
+    let mut interval = tokio::time::interval(std::time::Duration::from_millis(interval_ms));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        if let Err(error) = engine.checkpoint().await {
+            tracing::warn!(%error, "checkpoint failed; retrying at the next interval");
+        }
+    }
 }
 
 fn load_topology(config: &Config) -> anyhow::Result<Topology> {

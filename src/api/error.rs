@@ -18,6 +18,9 @@ pub enum ApiError {
     /// An invalid combination of parameters (400 `validation_error`).
     #[error("{0}")]
     InvalidCombination(String),
+    /// Every item of a bulk request was refused (400 `validation_error`, each in `details`).
+    #[error("{message}")]
+    AllRejected { message: String, details: Vec<Value> },
     /// A missing required field, a wrong type or a bad format (422 `validation_error`).
     #[error("{message}")]
     Validation { message: String, details: Vec<Value> },
@@ -56,7 +59,9 @@ impl ApiError {
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
-            ApiError::InvalidCombination(_) => (StatusCode::BAD_REQUEST, "validation_error"),
+            ApiError::InvalidCombination(_) | ApiError::AllRejected { .. } => {
+                (StatusCode::BAD_REQUEST, "validation_error")
+            }
             ApiError::Validation { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation_error"),
             ApiError::TypeMismatch(_) => (StatusCode::UNPROCESSABLE_ENTITY, "type_mismatch"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
@@ -82,7 +87,7 @@ impl ApiError {
             tracing::error!(code, error = %self, "request failed");
         }
         let mut body = json!({ "code": code, "message": self.to_string() });
-        if let ApiError::Validation { details, .. } = &self {
+        if let ApiError::Validation { details, .. } | ApiError::AllRejected { details, .. } = &self {
             if !details.is_empty() {
                 body["details"] = Value::Array(details.clone());
             }

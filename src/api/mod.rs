@@ -8,6 +8,7 @@ mod admin;
 mod auth;
 mod catalog;
 mod error;
+mod events;
 mod routes;
 mod users;
 
@@ -205,6 +206,9 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         | Endpoint::CatalogItems
         | Endpoint::CatalogItemNamed => catalog::handle(state, endpoint, request).await,
         Endpoint::Users | Endpoint::User => users::handle(state, endpoint, request).await,
+        Endpoint::Events | Endpoint::Engagement | Endpoint::Event | Endpoint::Session | Endpoint::UserState => {
+            events::handle(state, endpoint, request).await
+        }
     }
 }
 

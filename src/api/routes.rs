@@ -28,6 +28,16 @@ pub enum Endpoint {
     Users,
     /// `/v1/users/{uid}`
     User,
+    /// `/v1/users/{uid}/state`
+    UserState,
+    /// `/v1/sessions/{sid}`
+    Session,
+    /// `/v1/events`
+    Events,
+    /// `/v1/events/{id}`
+    Event,
+    /// `/catalog/engagement`, also served at `/cds/engagement`
+    Engagement,
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -54,10 +64,18 @@ impl Endpoint {
             ["v1", "catalog", "item", _, _] => Endpoint::CatalogItemNamed,
             ["v1", "users"] => Endpoint::Users,
             ["v1", "users", _] => Endpoint::User,
+            ["v1", "users", _, "state"] => Endpoint::UserState,
+            ["v1", "sessions", _] => Endpoint::Session,
+            ["v1", "events"] => Endpoint::Events,
+            ["v1", "events", _] => Endpoint::Event,
+            ["catalog" | "cds", "engagement"] => Endpoint::Engagement,
             _ => return None,
         };
         let params = match endpoint {
-            Endpoint::AdminKey | Endpoint::CatalogTableNamed | Endpoint::User => vec![segments[segments.len() - 1]],
+            Endpoint::AdminKey | Endpoint::CatalogTableNamed | Endpoint::User | Endpoint::Session | Endpoint::Event => {
+                vec![segments[segments.len() - 1]]
+            }
+            Endpoint::UserState => vec![segments[2]],
             Endpoint::CatalogTableField => vec![segments[3], segments[5]],
             Endpoint::CatalogItemNamed => vec![segments[3], segments[4]],
             _ => Vec::new(),
@@ -87,7 +105,8 @@ impl Endpoint {
                 PUT
             }
             Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed | Endpoint::User => GET_DELETE,
-            Endpoint::Users => POST,
+            Endpoint::Users | Endpoint::Events | Endpoint::Engagement => POST,
+            Endpoint::UserState | Endpoint::Session | Endpoint::Event => GET,
         }
     }
 
@@ -103,6 +122,9 @@ impl Endpoint {
             Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed => "catalog:write",
             Endpoint::User if method == Method::GET => "catalog:read",
             Endpoint::User | Endpoint::Users => "users:write",
+            Endpoint::Events | Endpoint::Engagement => "events:write",
+            // Live state and the raw log expose every user's behaviour: operators only.
+            Endpoint::UserState | Endpoint::Session | Endpoint::Event => "admin",
         })
     }
 }

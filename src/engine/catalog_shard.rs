@@ -180,36 +180,47 @@ impl Handler<DeleteItem> for CatalogShard {
 }
 
 /// Removes a user's row and every event indexed under the user.
-/// Returns how many events were removed.
 pub struct DeleteUser {
     pub uid: String,
 }
 
+/// What a user deletion found.
+#[derive(Debug, Clone, Copy)]
+pub struct UserRemoval {
+    pub row_existed: bool,
+    pub events_removed: usize,
+}
+
 impl Message for DeleteUser {
-    type Result = Result<usize, CatalogError>;
+    type Result = Result<UserRemoval, CatalogError>;
 }
 
 impl Handler<DeleteUser> for CatalogShard {
-    type Result = Result<usize, CatalogError>;
+    type Result = Result<UserRemoval, CatalogError>;
 
     fn handle(&mut self, message: DeleteUser, _: &mut Context<Self>) -> Self::Result {
         let key = keys::user(self.shard, &message.uid);
-        if self.storage.get(Cf::Users, &key)?.is_none() {
-            return Err(CatalogError::NotFound(format!("user {:?}", message.uid)));
-        }
+        let row_existed = self.storage.get(Cf::Users, &key)?.is_some();
         let mut batch = self.storage.batch();
         batch.delete(Cf::Users, &key);
-        // The index holds `prefix ++ event key`; both the event and its index entry go.
+        // The index holds `prefix ++ log key` → event id: the event, its id entry and the index entry go.
         let prefix = keys::user_events_prefix(self.shard, &message.uid);
         let mut events_removed = 0;
         for entry in self.storage.scan_prefix(Cf::UserEvents, &prefix) {
-            let (index_key, _) = entry?;
+            let (index_key, event_id) = entry?;
             batch.delete(Cf::Events, &index_key[prefix.len()..]);
+            batch.delete(
+                Cf::Events,
+                &keys::event_id(self.shard, &String::from_utf8_lossy(&event_id)),
+            );
             batch.delete(Cf::UserEvents, &index_key);
             events_removed += 1;
         }
         batch.commit()?;
-        Ok(events_removed)
+        Ok(UserRemoval {
+            row_existed,
+            events_removed,
+        })
     }
 }
 

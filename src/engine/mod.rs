@@ -6,7 +6,12 @@
 
 pub mod catalog;
 mod catalog_shard;
+pub mod event;
+mod live_actor;
+pub mod live_state;
+mod shard_host;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use actix::{Actor, Addr, Arbiter, MailboxError, Message};
@@ -14,21 +19,59 @@ use futures::future::join_all;
 use serde_json::{Map, Value};
 
 use crate::clock::SharedClock;
-use crate::storage::{keys, Cf, Storage, StorageError};
+use crate::config::EngineConfig;
+use crate::storage::{keys, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{ShardId, Topology};
-use catalog::{id_of, CatalogError, FieldType, Relation, RowKind, TableRecord, TableRegistry, USERS_TABLE};
+use catalog::{id_of, CatalogError, FieldType, ItemReader, Relation, RowKind, TableRecord, TableRegistry, USERS_TABLE};
 pub use catalog_shard::{CatalogShard, RowResult};
 use catalog_shard::{DeleteItem, DeleteUser, DropTableRows, PutTable, UpsertRows};
+use event::Event;
+pub use live_actor::{LiveActor, SessionActor, UserActor};
+use live_state::{DecayParams, LiveState};
+pub use shard_host::StateKey;
+use shard_host::{
+    CheckpointMark, CheckpointPersist, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost, Wipe,
+};
 
 /// The running engine of one node.
 pub struct Engine {
     storage: Storage,
     tables: Arc<TableRegistry>,
     topology: Topology,
-    /// One actor per shard, indexed by shard id.
+    /// One catalog actor per shard, indexed by shard id.
     shards: Vec<Addr<CatalogShard>>,
+    /// One live-state host per shard.
+    hosts: Arc<HostRouter>,
+    /// Group commit of the event log and checkpoints.
+    commits: CommitQueue,
+    /// How live state forgets, for snapshots.
+    live: LiveConfig,
     /// The threads the shard actors run on, stopped at shutdown.
     arbiters: parking_lot::Mutex<Vec<Arbiter>>,
+    clock: SharedClock,
+}
+
+fn mailbox_error(error: MailboxError) -> CatalogError {
+    CatalogError::Unavailable(format!("shard actor unavailable: {error}"))
+}
+
+impl From<&EngineConfig> for LiveConfig {
+    fn from(config: &EngineConfig) -> LiveConfig {
+        LiveConfig {
+            session: DecayParams {
+                half_life_ms: config.session_half_life_ms as f64,
+                recent_items: config.recent_items,
+            },
+            user: DecayParams {
+                half_life_ms: config.user_half_life_ms as f64,
+                recent_items: config.recent_items,
+            },
+            session_idle_ttl_ms: config.session_idle_ttl_ms as i64,
+            user_idle_ttl_ms: config.user_idle_ttl_ms as i64,
+            max_live_actors: config.max_live_actors_per_shard,
+            mailbox: config.shard_mailbox,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,13 +83,14 @@ pub enum EngineError {
 }
 
 impl Engine {
-    /// Starts one `CatalogShard` actor per shard, each on its own arbiter thread.
-    /// Must be called inside a running actix `System`.
+    /// Starts one `CatalogShard` and one `ShardHost` per shard, each on its own
+    /// arbiter thread. Must be called inside a running actix `System`; call
+    /// [`Engine::recover`] before serving.
     pub fn start(
         storage: Storage,
         topology: Topology,
         clock: SharedClock,
-        shard_mailbox: usize,
+        config: &EngineConfig,
     ) -> Result<Engine, EngineError> {
         if topology.nodes.len() != 1 {
             return Err(EngineError::Topology(format!(
@@ -55,21 +99,88 @@ impl Engine {
             )));
         }
         let tables = Arc::new(TableRegistry::load(storage.clone(), topology.shards, clock.clone())?);
+        let items = Arc::new(ItemReader::new(storage.clone(), tables.clone(), topology.shards));
+        let commits = CommitQueue::start(storage.clone());
+        let live = LiveConfig::from(config);
+        let hosts = HostRouter::new(topology.shards);
         let mut arbiters = Vec::new();
         let mut shards = Vec::new();
+        let mut host_addrs = Vec::new();
         for shard in 0..topology.shards {
             let arbiter = Arbiter::new();
-            let actor = CatalogShard::new(shard, storage.clone(), tables.clone(), clock.clone(), shard_mailbox);
+            let actor = CatalogShard::new(
+                shard,
+                storage.clone(),
+                tables.clone(),
+                clock.clone(),
+                config.shard_mailbox,
+            );
             shards.push(CatalogShard::start_in_arbiter(&arbiter.handle(), move |_| actor));
             arbiters.push(arbiter);
+            let arbiter = Arbiter::new();
+            let host = ShardHost::new(
+                shard,
+                storage.clone(),
+                commits.clone(),
+                items.clone(),
+                hosts.clone(),
+                clock.clone(),
+                live,
+            )?;
+            host_addrs.push(ShardHost::start_in_arbiter(&arbiter.handle(), move |_| host));
+            arbiters.push(arbiter);
         }
+        hosts.set(host_addrs);
         Ok(Engine {
             storage,
             tables,
             topology,
             shards,
+            hosts,
+            commits,
+            live,
+            clock,
             arbiters: parking_lot::Mutex::new(arbiters),
         })
+    }
+
+    /// Replays every shard's log after its checkpoint, then checkpoints. Returns
+    /// the number of events replayed.
+    pub async fn recover(&self) -> Result<u64, CatalogError> {
+        let mut replayed = 0;
+        for result in join_all(self.hosts.all().iter().map(|host| host.send(Replay))).await {
+            replayed += result.map_err(mailbox_error)??;
+        }
+        self.checkpoint().await?;
+        Ok(replayed)
+    }
+
+    /// Persists every live actor's state and records, per shard, the sequence up to
+    /// which the log is reflected in persisted state (crash replay starts after it).
+    pub async fn checkpoint(&self) -> Result<(), CatalogError> {
+        let hosts = self.hosts.all();
+        let mut marks = Vec::with_capacity(hosts.len());
+        for mark in join_all(hosts.iter().map(|host| host.send(CheckpointMark))).await {
+            marks.push(mark.map_err(mailbox_error)?);
+        }
+        // Phase two starts after every mark, so events a host forwarded before its
+        // mark are in the other hosts' mailboxes ahead of the persist request.
+        for held_back in join_all(hosts.iter().map(|host| host.send(CheckpointPersist))).await {
+            for (source, lowest) in held_back.map_err(mailbox_error)? {
+                let mark = &mut marks[source as usize];
+                *mark = (*mark).min(lowest.saturating_sub(1));
+            }
+        }
+        let ops = marks
+            .iter()
+            .enumerate()
+            .map(|(shard, mark)| Op::Put {
+                cf: Cf::State,
+                key: keys::checkpoint(shard as ShardId),
+                value: mark.to_be_bytes().to_vec(),
+            })
+            .collect();
+        Ok(self.commits.submit(ops).await?)
     }
 
     /// Stops the shard actors and waits for their threads.
@@ -102,15 +213,56 @@ impl Engine {
     /// Upserts rows (items or users), each on the shard its id hashes to. Results
     /// come back in request order; one bad row does not stop the others.
     pub async fn upsert_rows(&self, kind: RowKind, rows: Vec<Value>) -> Vec<RowResult> {
-        let count = rows.len();
-        let mut results: Vec<Option<RowResult>> = (0..count).map(|_| None).collect();
-        let mut per_shard: Vec<(Vec<usize>, Vec<Value>)> = vec![(Vec::new(), Vec::new()); self.shards.len()];
-        for (index, row) in rows.into_iter().enumerate() {
-            match id_of(kind, &row) {
-                Ok(id) => {
-                    let shard = &mut per_shard[self.shard_of(id) as usize];
-                    shard.0.push(index);
-                    shard.1.push(row);
+        let routed = rows
+            .into_iter()
+            .map(|row| {
+                let shard = self.shard_of(id_of(kind, &row)?);
+                Ok((shard, row))
+            })
+            .collect();
+        self.scatter(routed, |shard, rows| async move {
+            self.ask(shard, UpsertRows { kind, rows }).await
+        })
+        .await
+    }
+
+    /// Accepts events on the shards owning their routing keys. Per event: whether it
+    /// was a duplicate (already accepted, not applied again), or why it failed.
+    pub async fn ingest(&self, events: Vec<Event>) -> Vec<Result<bool, CatalogError>> {
+        let routed = events
+            .into_iter()
+            .map(|event| Ok((self.shard_of(event.routing_key()), event)))
+            .collect();
+        self.scatter(routed, |shard, events| async move {
+            let duplicates = self
+                .hosts
+                .host(shard)
+                .send(Ingest(events))
+                .await
+                .map_err(mailbox_error)??;
+            Ok(duplicates.into_iter().map(Ok).collect())
+        })
+        .await
+    }
+
+    /// Sends each shard its part of `items` at once and puts the answers back in
+    /// request order. Items already failed stay failed.
+    async fn scatter<T, R, Fut>(
+        &self,
+        items: Vec<Result<(ShardId, T), CatalogError>>,
+        send: impl Fn(ShardId, Vec<T>) -> Fut,
+    ) -> Vec<Result<R, CatalogError>>
+    where
+        Fut: Future<Output = Result<Vec<Result<R, CatalogError>>, CatalogError>>,
+    {
+        let mut results: Vec<Option<Result<R, CatalogError>>> = (0..items.len()).map(|_| None).collect();
+        let mut per_shard: Vec<(Vec<usize>, Vec<T>)> =
+            (0..self.shards.len()).map(|_| (Vec::new(), Vec::new())).collect();
+        for (index, item) in items.into_iter().enumerate() {
+            match item {
+                Ok((shard, item)) => {
+                    per_shard[shard as usize].0.push(index);
+                    per_shard[shard as usize].1.push(item);
                 }
                 Err(error) => results[index] = Some(Err(error)),
             }
@@ -119,9 +271,9 @@ impl Engine {
             .into_iter()
             .enumerate()
             .filter(|(_, (indexes, _))| !indexes.is_empty())
-            .map(|(shard, (indexes, rows))| async move {
-                let replies = self.ask(shard as ShardId, UpsertRows { kind, rows }).await;
-                (indexes, replies)
+            .map(|(shard, (indexes, items))| {
+                let reply = send(shard as ShardId, items);
+                async move { (indexes, reply.await) }
             });
         for (indexes, replies) in join_all(sends).await {
             match replies {
@@ -131,13 +283,59 @@ impl Engine {
                     }
                 }
                 Err(error) => {
+                    let message = error.to_string();
                     for index in indexes {
-                        results[index] = Some(Err(CatalogError::Unavailable(error.to_string())));
+                        results[index] = Some(Err(CatalogError::Unavailable(message.clone())));
                     }
                 }
             }
         }
-        results.into_iter().map(|r| r.expect("every row answered")).collect()
+        results
+            .into_iter()
+            .map(|result| result.expect("every item answered"))
+            .collect()
+    }
+
+    /// A live state and whether an actor is live for it; `None` if the key has none.
+    pub async fn read_state(&self, key: StateKey) -> Result<Option<(LiveState, bool)>, CatalogError> {
+        self.hosts
+            .host(self.shard_of(key.key()))
+            .send(ReadState(key))
+            .await
+            .map_err(mailbox_error)?
+    }
+
+    /// The decay settings snapshots are computed with.
+    pub fn decay(&self, key: &StateKey) -> DecayParams {
+        match key {
+            StateKey::Session(_) => self.live.session,
+            StateKey::User(_) => self.live.user,
+        }
+    }
+
+    /// The engine's clock, in unix ms.
+    pub fn now_millis(&self) -> i64 {
+        self.clock.now_millis()
+    }
+
+    /// A stored event by id.
+    pub fn get_event(&self, id: &str) -> Result<Event, CatalogError> {
+        for shard in 0..self.topology.shards {
+            let Some(log_key) = self.storage.get(Cf::Events, &keys::event_id(shard, id))? else {
+                continue;
+            };
+            let Some(bytes) = self.storage.get(Cf::Events, &log_key)? else {
+                continue;
+            };
+            return serde_json::from_slice(&bytes).map_err(|error| {
+                StorageError::Corrupt {
+                    key: format!("event {id}"),
+                    reason: error.to_string(),
+                }
+                .into()
+            });
+        }
+        Err(CatalogError::NotFound(format!("event {id:?}")))
     }
 
     /// The stored item, read without going through the actor.
@@ -177,9 +375,29 @@ impl Engine {
         self.ask(self.shard_of(id), message).await?
     }
 
-    /// Deletes a user and everything stored under them. Returns the events removed.
+    /// Deletes a user and everything stored under them: the row, their events, and
+    /// the live state of the user and of their sessions. Returns the events removed.
     pub async fn delete_user(&self, uid: &str) -> Result<usize, CatalogError> {
-        self.ask(self.shard_of(uid), DeleteUser { uid: uid.to_owned() }).await?
+        // Events first: a crash in between leaves state that a retried delete finds.
+        let removal = self
+            .ask(self.shard_of(uid), DeleteUser { uid: uid.to_owned() })
+            .await??;
+        let user = self.wipe(StateKey::User(uid.to_owned())).await?;
+        for sid in &user.sessions {
+            self.wipe(StateKey::Session(sid.clone())).await?;
+        }
+        if !removal.row_existed && removal.events_removed == 0 && user == LiveState::default() {
+            return Err(CatalogError::NotFound(format!("user {uid:?}")));
+        }
+        Ok(removal.events_removed)
+    }
+
+    async fn wipe(&self, key: StateKey) -> Result<LiveState, CatalogError> {
+        self.hosts
+            .host(self.shard_of(key.key()))
+            .send(Wipe(key))
+            .await
+            .map_err(mailbox_error)?
     }
 
     pub fn get_table(&self, name: &str) -> Option<Arc<TableRecord>> {

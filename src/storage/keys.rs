@@ -49,6 +49,65 @@ pub fn user_events_prefix(shard: ShardId, uid: &str) -> Vec<u8> {
     key
 }
 
+/// `events`, the shard's log: `[shard]0x00[seq u64 BE]`, in sequence order.
+pub fn event_log(shard: ShardId, seq: u64) -> Vec<u8> {
+    let mut key = event_log_prefix(shard);
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+/// The prefix of a shard's event log.
+pub fn event_log_prefix(shard: ShardId) -> Vec<u8> {
+    let mut key = with_shard(shard, 9);
+    key.push(LOG_TAG);
+    key
+}
+
+/// The sequence number of an event log key.
+pub fn event_log_seq(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.get(3..11)?.try_into().ok()?))
+}
+
+/// `events`, id index: `[shard]0x01[event id]` → the log key.
+pub fn event_id(shard: ShardId, id: &str) -> Vec<u8> {
+    let mut key = with_shard(shard, id.len() + 1);
+    key.push(ID_TAG);
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
+const LOG_TAG: u8 = 0x00;
+const ID_TAG: u8 = 0x01;
+
+/// `user_events`: `[shard][uid]0x00[log key]` → the event id.
+pub fn user_event(shard: ShardId, uid: &str, log_key: &[u8]) -> Vec<u8> {
+    let mut key = user_events_prefix(shard, uid);
+    key.extend_from_slice(log_key);
+    key
+}
+
+/// `state`: a session's snapshot, `[shard]s[sid]`.
+pub fn session_state(shard: ShardId, sid: &str) -> Vec<u8> {
+    tagged(shard, b's', sid)
+}
+
+/// `state`: a user's snapshot, `[shard]u[uid]`.
+pub fn user_state(shard: ShardId, uid: &str) -> Vec<u8> {
+    tagged(shard, b'u', uid)
+}
+
+/// `state`: the shard's checkpoint, the highest log sequence whose effects are all in snapshots.
+pub fn checkpoint(shard: ShardId) -> Vec<u8> {
+    tagged(shard, b'c', "")
+}
+
+fn tagged(shard: ShardId, tag: u8, name: &str) -> Vec<u8> {
+    let mut key = with_shard(shard, name.len() + 1);
+    key.push(tag);
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
 /// `tables`: `[shard of the name][name]`.
 pub fn table(shard: ShardId, name: &str) -> Vec<u8> {
     user(shard, name)
@@ -74,5 +133,8 @@ mod tests {
         assert!(item(3, "products2", "a") >= to);
         assert!(item(2, "products", "a") < from);
         assert_eq!(&key[..2], &[0, 3]);
+        let log = event_log(3, 258);
+        assert!(log.starts_with(&event_log_prefix(3)) && event_log(3, 259) > log);
+        assert_eq!(event_log_seq(&log), Some(258));
     }
 }

@@ -7,7 +7,10 @@
 //! RocksDB's write path: the first writer of a group syncs the WAL once for all of
 //! them, so N shard threads writing at once cost one fsync, not N.
 
+mod commit;
 pub mod keys;
+
+pub use commit::{CommitQueue, Op};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -68,6 +71,10 @@ impl Cf {
 pub enum StorageError {
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
+    #[error("write failed: {0}")]
+    Commit(String),
+    #[error("storage is shutting down")]
+    Closed,
     #[error("stored record under {key} is corrupt: {reason}")]
     Corrupt { key: String, reason: String },
 }
@@ -135,6 +142,50 @@ impl Storage {
                 Ok((key, _)) => key.starts_with(prefix),
                 Err(_) => true,
             })
+    }
+
+    /// Records from `start` on, while their keys start with `prefix`.
+    pub fn scan_from<'a>(
+        &'a self,
+        cf: Cf,
+        start: &'a [u8],
+        prefix: &'a [u8],
+    ) -> impl Iterator<Item = Result<Entry, StorageError>> + 'a {
+        self.db
+            .iterator_cf(self.cf(cf), IteratorMode::From(start, Direction::Forward))
+            .map(|item| item.map_err(StorageError::from))
+            .take_while(move |item| match item {
+                Ok((key, _)) => key.starts_with(prefix),
+                Err(_) => true,
+            })
+    }
+
+    /// The record with the greatest key starting with `prefix`.
+    pub fn last_with_prefix(&self, cf: Cf, prefix: &[u8]) -> Result<Option<Entry>, StorageError> {
+        let mut upper = prefix.to_vec();
+        upper.extend_from_slice(&[0xff; 16]);
+        let mut iterator = self
+            .db
+            .iterator_cf(self.cf(cf), IteratorMode::From(&upper, Direction::Reverse));
+        match iterator.next().transpose()? {
+            Some((key, value)) if key.starts_with(prefix) => Ok(Some((key, value))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Writes without waiting for an fsync: for derived data (actor snapshots)
+    /// whose source of truth is already durable.
+    pub fn put_relaxed(&self, cf: Cf, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
+        let mut options = WriteOptions::default();
+        options.set_sync(false);
+        Ok(self.db.put_cf_opt(self.cf(cf), key, value, &options)?)
+    }
+
+    /// Deletes one record durably.
+    pub fn delete(&self, cf: Cf, key: &[u8]) -> Result<(), StorageError> {
+        let mut batch = self.batch();
+        batch.delete(cf, key);
+        batch.commit()
     }
 
     /// A new empty write batch.

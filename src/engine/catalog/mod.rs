@@ -3,10 +3,12 @@
 //! `engine::catalog_shard` applies them on the shard that owns a row.
 
 mod field_type;
+mod reader;
 mod rows;
 mod tables;
 
 pub use field_type::{FieldType, MAX_EMBEDDING_DIMS, MAX_OBJECT_BYTES, MAX_STRING_BYTES};
+pub use reader::ItemReader;
 pub use rows::{id_of, prepare_row, stamp_row, PreparedRow, RowKind, StoredTimes};
 pub use tables::{validate_table_name, Relation, TableRecord, TableRegistry, DEFAULT_ITEM_TABLE, USERS_TABLE};
 

@@ -97,6 +97,13 @@ impl TableRegistry {
         })
     }
 
+    /// Every table name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tables.read().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
     pub fn get(&self, name: &str) -> Option<Arc<TableRecord>> {
         self.tables.read().get(name).cloned()
     }

@@ -1,0 +1,379 @@
+//! The one internal `Event` both input formats (SPEC "Event" and "Engagement
+//! event") and the Kafka topics decode into, with the validation rules of SPEC
+//! "Events".
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::time::{format_rfc3339, parse_time_value};
+
+/// Largest custom object value in an event, serialized.
+const MAX_OBJECT_BYTES: usize = 4 * 1024;
+/// Longest id, key or string field, in bytes.
+const MAX_STRING_BYTES: usize = 16 * 1024;
+
+/// A behaviour event, whatever format it arrived in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// When the user acted, unix ms.
+    pub original_timestamp: i64,
+    /// When the recommendation was requested, unix ms.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_timestamp: Option<i64>,
+    /// When rankstream received the event, unix ms.
+    pub ingest_timestamp: i64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub uid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub item_id: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub item_ids: Vec<String>,
+    /// The table `item_id`/`item_ids` belong to.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub item_id_relation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rank: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub dwell_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub query: Option<String>,
+    /// Linking ids (rec_id, impression_id, page_view_id, module_view_id) and the
+    /// standard string fields (page_type, click_type, conversion_type).
+    #[serde(skip_serializing_if = "Map::is_empty", default)]
+    pub links: Map<String, Value>,
+    /// Every key that is not a known field.
+    #[serde(skip_serializing_if = "Map::is_empty", default)]
+    pub properties: Map<String, Value>,
+}
+
+/// Optional string fields kept in `links`.
+const LINK_FIELDS: [&str; 7] = [
+    "rec_id",
+    "page_view_id",
+    "module_view_id",
+    "impression_id",
+    "page_type",
+    "click_type",
+    "conversion_type",
+];
+
+impl Event {
+    /// The key that decides the owning shard: uid, else sid, else cid.
+    pub fn routing_key(&self) -> &str {
+        self.uid
+            .as_deref()
+            .or(self.sid.as_deref())
+            .or(self.cid.as_deref())
+            .expect("validated: one of uid/sid/cid")
+    }
+
+    /// Items this event is about.
+    pub fn items(&self) -> impl Iterator<Item = &str> {
+        self.item_id
+            .as_deref()
+            .into_iter()
+            .chain(self.item_ids.iter().map(String::as_str))
+    }
+
+    /// The stored form as the API returns it: times as RFC 3339, links and custom
+    /// fields at the top level beside `properties`.
+    pub fn to_json(&self) -> Value {
+        let mut value = serde_json::to_value(self).expect("events serialize");
+        let object = value.as_object_mut().expect("an event is an object");
+        for field in ["original_timestamp", "ingest_timestamp", "server_timestamp"] {
+            if let Some(millis) = object.get(field).and_then(Value::as_i64) {
+                object.insert(field.into(), Value::String(format_rfc3339(millis)));
+            }
+        }
+        if let Some(Value::Object(links)) = object.remove("links") {
+            object.extend(links);
+        }
+        object.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+        value
+    }
+}
+
+/// Why one event was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidEvent(pub String);
+
+fn invalid(message: impl Into<String>) -> InvalidEvent {
+    InvalidEvent(message.into())
+}
+
+/// Reads an optional non-empty string field.
+fn optional_string(object: &mut Map<String, Value>, field: &str) -> Result<Option<String>, InvalidEvent> {
+    match object.remove(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) if text.is_empty() => Err(invalid(format!("{field:?} must not be empty"))),
+        Some(Value::String(text)) if text.len() > MAX_STRING_BYTES => {
+            Err(invalid(format!("{field:?} is longer than {MAX_STRING_BYTES} bytes")))
+        }
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(_) => Err(invalid(format!("{field:?} must be a string"))),
+    }
+}
+
+fn optional_time(object: &mut Map<String, Value>, field: &str) -> Result<Option<i64>, InvalidEvent> {
+    match object.remove(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => parse_time_value(&value)
+            .map(Some)
+            .ok_or_else(|| invalid(format!("{field:?} must be an RFC 3339 time or a unix number"))),
+    }
+}
+
+fn string_array(value: Value, field: &str) -> Result<Vec<String>, InvalidEvent> {
+    let error = || invalid(format!("{field:?} must be an array of strings"));
+    let Value::Array(values) = value else {
+        return Err(error());
+    };
+    values
+        .into_iter()
+        .map(|v| if let Value::String(s) = v { Ok(s) } else { Err(error()) })
+        .collect()
+}
+
+/// Custom fields: any JSON, objects at most 4 KB.
+fn check_properties(properties: &Map<String, Value>) -> Result<(), InvalidEvent> {
+    for (field, value) in properties {
+        if value.is_object() && serde_json::to_vec(value).map_or(usize::MAX, |b| b.len()) > MAX_OBJECT_BYTES {
+            return Err(invalid(format!(
+                "field {field:?} is larger than {MAX_OBJECT_BYTES} bytes"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Decodes a `POST /v1/events` event. `new_id` makes an id when the event has none.
+pub fn decode_v1(value: Value, now_millis: i64, new_id: impl FnOnce() -> String) -> Result<Event, InvalidEvent> {
+    let Value::Object(mut object) = value else {
+        return Err(invalid("an event must be a JSON object"));
+    };
+    let event_type = optional_string(&mut object, "type")?.ok_or_else(|| invalid("\"type\" is required"))?;
+    let original_timestamp = optional_time(&mut object, "original_timestamp")?
+        .ok_or_else(|| invalid("\"original_timestamp\" is required"))?;
+    let server_timestamp = optional_time(&mut object, "server_timestamp")?;
+    object.remove("ingest_timestamp");
+    let id = optional_string(&mut object, "id")?.unwrap_or_else(new_id);
+    let uid = optional_string(&mut object, "uid")?;
+    let sid = match optional_string(&mut object, "sid")? {
+        Some(sid) => Some(sid),
+        None => optional_string(&mut object, "session_id")?,
+    };
+    let cid = optional_string(&mut object, "cid")?;
+    if uid.is_none() && sid.is_none() && cid.is_none() {
+        return Err(invalid("one of \"uid\", \"sid\", \"cid\" is required"));
+    }
+    let item_id = optional_string(&mut object, "item_id")?;
+    let item_ids = match object.remove("item_ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(value) => string_array(value, "item_ids")?,
+    };
+    let item_id_relation = optional_string(&mut object, "item_id_relation")?;
+    let rank = match object.remove("rank") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .ok_or_else(|| invalid("\"rank\" must be an integer >= 0"))?,
+        ),
+    };
+    let dwell_ms = match object.remove("dwell_ms") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_f64()
+                .filter(|d| *d >= 0.0)
+                .ok_or_else(|| invalid("\"dwell_ms\" must be a number >= 0"))?,
+        ),
+    };
+    let query = match optional_string(&mut object, "search_query")? {
+        Some(query) => Some(query),
+        None => optional_string(&mut object, "query")?,
+    };
+    let mut links = Map::new();
+    for field in LINK_FIELDS {
+        if let Some(text) = optional_string(&mut object, field)? {
+            links.insert(field.into(), Value::String(text));
+        }
+    }
+    check_properties(&object)?;
+    let event = Event {
+        id,
+        event_type,
+        original_timestamp,
+        server_timestamp,
+        ingest_timestamp: now_millis,
+        uid,
+        sid,
+        cid,
+        item_id,
+        item_ids,
+        item_id_relation,
+        rank,
+        dwell_ms,
+        query,
+        links,
+        properties: object,
+    };
+    check_standard_type(&event)?;
+    Ok(event)
+}
+
+/// The mandatory fields of SPEC "Events" for the standard types.
+fn check_standard_type(event: &Event) -> Result<(), InvalidEvent> {
+    let required: &[&str] = match event.event_type.as_str() {
+        "page_view" => &["page_type"],
+        "module_view" => &["rank"],
+        "impression" => &["item_id", "rank"],
+        "click" => &["item_id", "click_type"],
+        "conversion" => &["conversion_type", "item_ids"],
+        "dwell_time" => &["dwell_ms"],
+        _ => &[],
+    };
+    for field in required {
+        let present = match *field {
+            "rank" => event.rank.is_some(),
+            "item_id" => event.item_id.is_some(),
+            "item_ids" => !event.item_ids.is_empty(),
+            "dwell_ms" => event.dwell_ms.is_some(),
+            link => event.links.contains_key(link),
+        };
+        if !present {
+            return Err(invalid(format!("a {} event requires {field:?}", event.event_type)));
+        }
+    }
+    Ok(())
+}
+
+/// Decodes a `POST /catalog/engagement` event.
+pub fn decode_engagement(
+    value: Value,
+    now_millis: i64,
+    new_id: impl FnOnce() -> String,
+) -> Result<Event, InvalidEvent> {
+    let Value::Object(mut object) = value else {
+        return Err(invalid("an engagement event must be a JSON object"));
+    };
+    let event_type = optional_string(&mut object, "type")?.ok_or_else(|| invalid("\"type\" is required"))?;
+    let uid = optional_string(&mut object, "userId")?.ok_or_else(|| invalid("\"userId\" is required"))?;
+    let sid = optional_string(&mut object, "sessionId")?.ok_or_else(|| invalid("\"sessionId\" is required"))?;
+    let timestamp = optional_time(&mut object, "timestamp")?.ok_or_else(|| invalid("\"timestamp\" is required"))?;
+    let mut properties = match object.remove("properties") {
+        Some(Value::Object(properties)) => properties,
+        None | Some(Value::Null) => return Err(invalid("\"properties\" is required")),
+        Some(_) => return Err(invalid("\"properties\" must be an object")),
+    };
+    let id = optional_string(&mut object, "id")?.unwrap_or_else(new_id);
+    let item_id = optional_string(&mut properties, "item_id")?;
+    let item_ids = match properties.remove("item_ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(value) => string_array(value, "item_ids")?,
+    };
+    let query = optional_string(&mut properties, "query")?;
+    let mut links = Map::new();
+    if let Some(page_type) = optional_string(&mut properties, "page_type")? {
+        links.insert("page_type".into(), Value::String(page_type));
+    }
+    properties.extend(object);
+    check_properties(&properties)?;
+    Ok(Event {
+        id,
+        event_type,
+        original_timestamp: timestamp,
+        server_timestamp: None,
+        ingest_timestamp: now_millis,
+        uid: Some(uid),
+        sid: Some(sid),
+        cid: None,
+        item_id,
+        item_ids,
+        item_id_relation: None,
+        rank: None,
+        dwell_ms: None,
+        query,
+        links,
+        properties,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn v1(value: Value) -> Result<Event, InvalidEvent> {
+        decode_v1(value, 5, || "generated".into())
+    }
+
+    #[test]
+    fn standard_types_need_their_fields() {
+        let base = |extra: Value| {
+            let mut event = json!({"type": "x", "original_timestamp": 1_700_000_000, "uid": "u"});
+            event
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            event
+        };
+        assert!(v1(base(json!({"type": "click", "item_id": "i", "click_type": "tap"}))).is_ok());
+        assert!(v1(base(json!({"type": "click", "item_id": "i"}))).is_err());
+        assert!(v1(base(
+            json!({"type": "conversion", "conversion_type": "order", "item_ids": []})
+        ))
+        .is_err());
+        assert!(v1(base(json!({"type": "impression", "item_id": "i", "rank": -1}))).is_err());
+        assert!(v1(base(json!({"type": "scroll"}))).is_ok());
+        let custom = v1(base(json!({"type": "media_pause", "position": 12}))).unwrap();
+        assert_eq!(custom.properties["position"], 12);
+        assert_eq!(custom.id, "generated");
+    }
+
+    #[test]
+    fn needs_a_routing_key_type_and_time() {
+        assert!(v1(json!({"type": "scroll", "original_timestamp": 1})).is_err());
+        assert!(v1(json!({"original_timestamp": 1, "uid": "u"})).is_err());
+        assert!(v1(json!({"type": "scroll", "uid": "u"})).is_err());
+        let event =
+            v1(json!({"type": "scroll", "original_timestamp": "2023-11-14T22:13:20Z", "session_id": "s"})).unwrap();
+        assert_eq!(
+            (event.routing_key(), event.original_timestamp),
+            ("s", 1_700_000_000_000)
+        );
+    }
+
+    #[test]
+    fn engagement_maps_onto_the_same_event() {
+        let event = decode_engagement(
+            json!({"type": "purchase", "userId": "u", "sessionId": "s", "timestamp": "2023-11-14T22:13:20Z",
+                   "properties": {"item_id": "i9", "order_id": "o1", "query": "boots"}}),
+            5,
+            || "g".into(),
+        )
+        .unwrap();
+        assert_eq!(
+            (event.uid.as_deref(), event.sid.as_deref(), event.item_id.as_deref()),
+            (Some("u"), Some("s"), Some("i9"))
+        );
+        assert_eq!(event.query.as_deref(), Some("boots"));
+        assert_eq!(event.properties["order_id"], "o1");
+        let roundtrip: Event = serde_json::from_slice(&serde_json::to_vec(&event).unwrap()).unwrap();
+        assert_eq!(roundtrip, event);
+        assert!(decode_engagement(
+            json!({"type": "view", "userId": "u", "timestamp": 1, "properties": {}}),
+            5,
+            || "g".into()
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,239 @@
+//! `SessionActor` and `UserActor`: one actor per active session or user, holding
+//! its [`LiveState`]. Both are `LiveActor<K>`; the kind `K` decides where the state
+//! is stored, how fast it forgets, and what a user does beyond a session (absorb
+//! an anonymous session, list its sessions). The `ShardHost` of the owning shard
+//! starts, feeds, passivates and wipes them; nothing else touches their state.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use actix::{Actor, ActorContext, Context, Handler, Message, Recipient};
+use tokio::sync::oneshot;
+
+use super::event::Event;
+use super::live_state::{DecayParams, LiveState};
+use crate::storage::{keys, Cf, Storage, StorageError};
+use crate::topology::ShardId;
+
+/// An event of a shard's log, with the affinity keys of its items looked up once.
+#[derive(Debug)]
+pub struct SequencedEvent {
+    /// The shard whose log holds the event.
+    pub source: ShardId,
+    pub seq: u64,
+    pub event: Event,
+    pub attributes: Vec<String>,
+}
+
+/// What distinguishes sessions from users.
+pub trait LiveKind: Unpin + Send + 'static {
+    /// `"session"` or `"user"`, for logs and errors.
+    const NAME: &'static str;
+    /// Where the state is persisted.
+    fn state_key(shard: ShardId, key: &str) -> Vec<u8>;
+    /// Kind-specific bookkeeping after an event is applied.
+    fn after_apply(_state: &mut LiveState, _event: &Event) {}
+}
+
+/// Marker of session actors.
+pub struct Session;
+/// Marker of user actors.
+pub struct User;
+
+impl LiveKind for Session {
+    const NAME: &'static str = "session";
+    fn state_key(shard: ShardId, sid: &str) -> Vec<u8> {
+        keys::session_state(shard, sid)
+    }
+    fn after_apply(state: &mut LiveState, event: &Event) {
+        if state.uid.is_none() {
+            state.uid = event.uid.clone();
+        }
+    }
+}
+
+impl LiveKind for User {
+    const NAME: &'static str = "user";
+    fn state_key(shard: ShardId, uid: &str) -> Vec<u8> {
+        keys::user_state(shard, uid)
+    }
+    fn after_apply(state: &mut LiveState, event: &Event) {
+        if let Some(sid) = &event.sid {
+            state.add_session(sid);
+        }
+    }
+}
+
+pub type SessionActor = LiveActor<Session>;
+pub type UserActor = LiveActor<User>;
+
+/// Reads a persisted state.
+pub fn load_state<K: LiveKind>(
+    storage: &Storage,
+    shard: ShardId,
+    key: &str,
+) -> Result<Option<LiveState>, StorageError> {
+    let state_key = K::state_key(shard, key);
+    let Some(bytes) = storage.get(Cf::State, &state_key)? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|error| StorageError::Corrupt {
+            key: format!("{} {key}", K::NAME),
+            reason: error.to_string(),
+        })
+}
+
+/// The actor of one session or user.
+pub struct LiveActor<K: LiveKind> {
+    key: String,
+    shard: ShardId,
+    state: LiveState,
+    /// Applied events not yet persisted.
+    dirty: bool,
+    storage: Storage,
+    params: DecayParams,
+    mailbox: usize,
+    /// Where an anonymous session sends its signals when it learns its user.
+    host: Recipient<Stitched>,
+    kind: PhantomData<K>,
+}
+
+/// An anonymous session learned its user: the user should absorb `state`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stitched {
+    pub uid: String,
+    pub sid: String,
+    pub state: LiveState,
+}
+
+impl<K: LiveKind> LiveActor<K> {
+    pub fn new(
+        key: String,
+        shard: ShardId,
+        state: LiveState,
+        storage: Storage,
+        params: DecayParams,
+        mailbox: usize,
+        host: Recipient<Stitched>,
+    ) -> Self {
+        LiveActor {
+            key,
+            shard,
+            state,
+            dirty: false,
+            storage,
+            params,
+            mailbox,
+            host,
+            kind: PhantomData,
+        }
+    }
+
+    fn persist(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        let value = serde_json::to_vec(&self.state).expect("live state serializes");
+        match self
+            .storage
+            .put_relaxed(Cf::State, &K::state_key(self.shard, &self.key), &value)
+        {
+            Ok(()) => self.dirty = false,
+            // The log still holds the events: the next checkpoint retries, a crash replays.
+            Err(error) => tracing::error!(kind = K::NAME, key = %self.key, %error, "failed to persist live state"),
+        }
+    }
+}
+
+impl<K: LiveKind> Actor for LiveActor<K> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, context: &mut Self::Context) {
+        context.set_mailbox_capacity(self.mailbox);
+    }
+}
+
+/// Everything a `ShardHost` asks of a live actor. Replies travel on oneshot
+/// channels so that the host can hold these messages back while a key passivates.
+pub enum KeyMessage {
+    /// Apply events (skipping those applied before, as after a crash replay).
+    Apply(Vec<Arc<SequencedEvent>>),
+    /// Take in an anonymous session's signals (users only), once per session.
+    Absorb { sid: String, state: LiveState },
+    /// A copy of the state.
+    Snapshot(oneshot::Sender<LiveState>),
+    /// Persist if changed.
+    Persist(oneshot::Sender<()>),
+    /// Persist and stop.
+    Passivate(oneshot::Sender<()>),
+    /// Delete the persisted state and stop; answers with the final state.
+    Wipe(oneshot::Sender<LiveState>),
+}
+
+impl Message for KeyMessage {
+    type Result = ();
+}
+
+impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
+    type Result = ();
+
+    fn handle(&mut self, message: KeyMessage, context: &mut Context<Self>) -> Self::Result {
+        match message {
+            KeyMessage::Apply(events) => {
+                for sequenced in events {
+                    if self.state.has_applied(sequenced.source, sequenced.seq) {
+                        continue;
+                    }
+                    let anonymous = self.state.uid.is_none() && self.state.event_count > 0;
+                    if let (true, Some(uid)) = (anonymous, &sequenced.event.uid) {
+                        let stitched = Stitched {
+                            uid: uid.clone(),
+                            sid: self.key.clone(),
+                            state: self.state.clone(),
+                        };
+                        self.host.do_send(stitched);
+                    }
+                    self.state.apply(
+                        sequenced.source,
+                        sequenced.seq,
+                        &sequenced.event,
+                        &sequenced.attributes,
+                        self.params,
+                    );
+                    K::after_apply(&mut self.state, &sequenced.event);
+                    self.dirty = true;
+                }
+            }
+            KeyMessage::Absorb { sid, state } => {
+                if !self.state.absorbed.contains(&sid) {
+                    self.state.absorb(&state, self.params);
+                    self.state.absorbed.push(sid);
+                    self.dirty = true;
+                }
+            }
+            KeyMessage::Snapshot(reply) => {
+                let _ = reply.send(self.state.clone());
+            }
+            KeyMessage::Persist(reply) => {
+                self.persist();
+                let _ = reply.send(());
+            }
+            KeyMessage::Passivate(reply) => {
+                self.persist();
+                context.stop();
+                let _ = reply.send(());
+            }
+            KeyMessage::Wipe(reply) => {
+                if let Err(error) = self.storage.delete(Cf::State, &K::state_key(self.shard, &self.key)) {
+                    tracing::error!(kind = K::NAME, key = %self.key, %error, "failed to wipe live state");
+                }
+                self.dirty = false;
+                context.stop();
+                let _ = reply.send(std::mem::take(&mut self.state));
+            }
+        }
+    }
+}

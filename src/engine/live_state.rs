@@ -1,0 +1,338 @@
+//! Live state of a session or a user (DESIGN.md §3), as plain data with pure
+//! update rules: the last item interactions, time-decayed affinities to item
+//! attributes, recent queries, purchases. Actors own it; tests drive it directly.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::event::Event;
+use crate::time::format_rfc3339;
+use crate::topology::ShardId;
+
+/// Ids of the newest applied events kept for tracing.
+const KEPT_EVENT_IDS: usize = 100;
+/// Queries, purchases and sessions kept.
+const KEPT_LIST: usize = 50;
+/// Affinities below this are dropped.
+const AFFINITY_FLOOR: f64 = 1e-4;
+
+/// How a kind of state forgets.
+#[derive(Debug, Clone, Copy)]
+pub struct DecayParams {
+    /// Time for an affinity to halve.
+    pub half_life_ms: f64,
+    /// Item interactions kept.
+    pub recent_items: usize,
+}
+
+/// One item interaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interaction {
+    pub item_id: String,
+    pub event_type: String,
+    /// When the user acted, unix ms.
+    pub at: i64,
+    pub dwell_ms: Option<f64>,
+}
+
+/// A score that halves every half-life, stored with the time it was last brought up to.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Decayed {
+    pub value: f64,
+    pub at: i64,
+}
+
+impl Decayed {
+    /// The value as of `now`.
+    pub fn at_time(&self, now: i64, half_life_ms: f64) -> f64 {
+        self.value * decay(now - self.at, half_life_ms)
+    }
+
+    /// Adds `weight` observed at `at` (events may arrive out of order).
+    fn add(&mut self, weight: f64, at: i64, half_life_ms: f64) {
+        if at >= self.at {
+            self.value = self.value * decay(at - self.at, half_life_ms) + weight;
+            self.at = at;
+        } else {
+            self.value += weight * decay(self.at - at, half_life_ms);
+        }
+    }
+}
+
+fn decay(elapsed_ms: i64, half_life_ms: f64) -> f64 {
+    0.5f64.powf(elapsed_ms.max(0) as f64 / half_life_ms)
+}
+
+/// What an event type means for live state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InteractionKind {
+    View,
+    Click,
+    Cart,
+    Conversion,
+    Dwell,
+    /// Shown, not chosen: no affinity, not an interaction.
+    Impression,
+    Search,
+    Other,
+}
+
+impl InteractionKind {
+    /// Standard and common engagement type names.
+    pub fn of(event_type: &str) -> InteractionKind {
+        match event_type {
+            "page_view" | "view" | "product_view" | "item_view" | "detail_view" => InteractionKind::View,
+            "click" => InteractionKind::Click,
+            "add_to_cart" | "cart" | "add_to_wishlist" => InteractionKind::Cart,
+            "conversion" | "purchase" | "order" | "booking" => InteractionKind::Conversion,
+            "dwell_time" => InteractionKind::Dwell,
+            "impression" | "module_view" => InteractionKind::Impression,
+            "search" => InteractionKind::Search,
+            _ => InteractionKind::Other,
+        }
+    }
+
+    /// Affinity weight of one such event.
+    fn weight(self, dwell_ms: Option<f64>) -> f64 {
+        match self {
+            InteractionKind::View | InteractionKind::Other => 1.0,
+            InteractionKind::Click => 2.0,
+            InteractionKind::Cart => 3.0,
+            InteractionKind::Conversion => 5.0,
+            InteractionKind::Dwell => 1.0 + (dwell_ms.unwrap_or(0.0) / 30_000.0).min(3.0),
+            InteractionKind::Impression | InteractionKind::Search => 0.0,
+        }
+    }
+}
+
+/// The affinity keys an item contributes: its groups, tags and price band.
+pub fn affinity_keys(item: &Map<String, Value>) -> Vec<String> {
+    let mut keys = Vec::new();
+    for (field, prefix) in [
+        ("groups", "group"),
+        ("group", "group"),
+        ("category", "group"),
+        ("tags", "tag"),
+    ] {
+        match item.get(field) {
+            Some(Value::String(value)) => keys.push(format!("{prefix}:{value}")),
+            Some(Value::Array(values)) => keys.extend(
+                values
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|value| format!("{prefix}:{value}")),
+            ),
+            _ => {}
+        }
+    }
+    if let Some(price) = item.get("price").and_then(Value::as_f64).filter(|p| *p >= 0.0) {
+        keys.push(format!("price_band:{}", (price + 1.0).log2().floor() as i64));
+    }
+    keys
+}
+
+/// The live state of one session or user.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveState {
+    /// Session: the user it was stitched to.
+    pub uid: Option<String>,
+    /// User: the sessions seen with this uid, newest first.
+    pub sessions: VecDeque<String>,
+    /// Newest first.
+    pub recent: VecDeque<Interaction>,
+    pub affinities: HashMap<String, Decayed>,
+    /// Newest first.
+    pub queries: VecDeque<String>,
+    /// Items bought, newest first.
+    pub purchased: VecDeque<String>,
+    pub event_count: u64,
+    pub last_event_at: Option<i64>,
+    /// Newest first.
+    pub event_ids: VecDeque<String>,
+    /// Per source shard, the highest log sequence applied: replays skip what is at or below it.
+    pub applied: BTreeMap<ShardId, u64>,
+    /// User: sessions whose anonymous signals were absorbed (absorbing is done once).
+    #[serde(default)]
+    pub absorbed: Vec<String>,
+}
+
+fn push_front_bounded<T: PartialEq>(list: &mut VecDeque<T>, value: T, limit: usize, unique: bool) {
+    if unique {
+        list.retain(|existing| *existing != value);
+    }
+    list.push_front(value);
+    list.truncate(limit);
+}
+
+impl LiveState {
+    /// Whether the event at `seq` of `source`'s log was applied already.
+    pub fn has_applied(&self, source: ShardId, seq: u64) -> bool {
+        self.applied.get(&source).is_some_and(|&applied| seq <= applied)
+    }
+
+    /// Applies one event. `attributes` are the affinity keys of its items.
+    pub fn apply(&mut self, source: ShardId, seq: u64, event: &Event, attributes: &[String], params: DecayParams) {
+        self.applied.insert(source, seq);
+        let kind = InteractionKind::of(&event.event_type);
+        let at = event.original_timestamp;
+        if kind != InteractionKind::Impression {
+            for item_id in event.items() {
+                let interaction = Interaction {
+                    item_id: item_id.to_owned(),
+                    event_type: event.event_type.clone(),
+                    at,
+                    dwell_ms: event.dwell_ms,
+                };
+                push_front_bounded(&mut self.recent, interaction, params.recent_items, false);
+            }
+        }
+        let weight = kind.weight(event.dwell_ms);
+        if weight > 0.0 {
+            for key in attributes {
+                let entry = self.affinities.entry(key.clone()).or_insert(Decayed { value: 0.0, at });
+                entry.add(weight, at, params.half_life_ms);
+            }
+        }
+        if let Some(query) = &event.query {
+            push_front_bounded(&mut self.queries, query.clone(), KEPT_LIST, true);
+        }
+        if kind == InteractionKind::Conversion {
+            for item_id in event.items() {
+                push_front_bounded(&mut self.purchased, item_id.to_owned(), KEPT_LIST, true);
+            }
+        }
+        self.event_count += 1;
+        self.last_event_at = Some(self.last_event_at.map_or(at, |last| last.max(at)));
+        push_front_bounded(&mut self.event_ids, event.id.clone(), KEPT_EVENT_IDS, false);
+    }
+
+    /// Takes in another state's signals (an anonymous session joining its user).
+    pub fn absorb(&mut self, other: &LiveState, params: DecayParams) {
+        let mut recent: Vec<Interaction> = self.recent.iter().chain(other.recent.iter()).cloned().collect();
+        recent.sort_by_key(|interaction| std::cmp::Reverse(interaction.at));
+        self.recent = recent.into_iter().take(params.recent_items).collect();
+        for (key, theirs) in &other.affinities {
+            let entry = self.affinities.entry(key.clone()).or_insert(Decayed {
+                value: 0.0,
+                at: theirs.at,
+            });
+            entry.add(theirs.value, theirs.at, params.half_life_ms);
+        }
+        for query in other.queries.iter().rev() {
+            push_front_bounded(&mut self.queries, query.clone(), KEPT_LIST, true);
+        }
+        for item in other.purchased.iter().rev() {
+            push_front_bounded(&mut self.purchased, item.clone(), KEPT_LIST, true);
+        }
+        self.event_count += other.event_count;
+        self.last_event_at = self.last_event_at.max(other.last_event_at);
+        for id in other.event_ids.iter().rev() {
+            push_front_bounded(&mut self.event_ids, id.clone(), KEPT_EVENT_IDS, false);
+        }
+    }
+
+    /// Notes a session of this user.
+    pub fn add_session(&mut self, sid: &str) {
+        push_front_bounded(&mut self.sessions, sid.to_owned(), KEPT_LIST, true);
+    }
+
+    /// Affinities decayed to `now`, dropping the negligible ones.
+    pub fn affinities_at(&self, now: i64, half_life_ms: f64) -> BTreeMap<String, f64> {
+        self.affinities
+            .iter()
+            .map(|(key, decayed)| (key.clone(), decayed.at_time(now, half_life_ms)))
+            .filter(|(_, value)| *value > AFFINITY_FLOOR)
+            .collect()
+    }
+
+    /// The fields every snapshot shares.
+    pub fn snapshot(&self, now: i64, params: DecayParams, live: bool) -> Map<String, Value> {
+        let recent: Vec<Value> = self
+            .recent
+            .iter()
+            .map(|i| json!({"item_id": i.item_id, "type": i.event_type, "at": format_rfc3339(i.at), "dwell_ms": i.dwell_ms}))
+            .collect();
+        let snapshot = json!({
+            "live": live,
+            "event_count": self.event_count,
+            "last_event_at": self.last_event_at.map(format_rfc3339),
+            "recent": recent,
+            "affinities": self.affinities_at(now, params.half_life_ms),
+            "queries": self.queries,
+            "event_ids": self.event_ids,
+        });
+        match snapshot {
+            Value::Object(map) => map,
+            _ => unreachable!("json! of an object literal"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const PARAMS: DecayParams = DecayParams {
+        half_life_ms: 1000.0,
+        recent_items: 3,
+    };
+
+    fn event(id: &str, event_type: &str, item: &str, at: i64) -> Event {
+        serde_json::from_value(
+            json!({"id": id, "type": event_type, "original_timestamp": at, "ingest_timestamp": at,
+                                      "sid": "s", "item_id": item}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn affinities_weight_and_decay() {
+        let mut state = LiveState::default();
+        let shoes = vec!["group:shoes".to_owned()];
+        state.apply(0, 1, &event("e1", "click", "i1", 0), &shoes, PARAMS);
+        state.apply(0, 2, &event("e2", "purchase", "i1", 1000), &shoes, PARAMS);
+        // 2 halved once, plus 5.
+        assert!((state.affinities_at(1000, 1000.0)["group:shoes"] - 6.0).abs() < 1e-9);
+        assert!((state.affinities_at(2000, 1000.0)["group:shoes"] - 3.0).abs() < 1e-9);
+        assert_eq!(state.purchased, ["i1"]);
+        assert!(state.has_applied(0, 2) && !state.has_applied(0, 3) && !state.has_applied(1, 1));
+    }
+
+    #[test]
+    fn recent_is_newest_first_and_bounded_impressions_excluded() {
+        let mut state = LiveState::default();
+        for (seq, item) in ["a", "b", "c", "d"].iter().enumerate() {
+            state.apply(0, seq as u64 + 1, &event(item, "view", item, seq as i64), &[], PARAMS);
+        }
+        state.apply(0, 9, &event("imp", "impression", "z", 9), &[], PARAMS);
+        let items: Vec<_> = state.recent.iter().map(|i| i.item_id.as_str()).collect();
+        assert_eq!(items, ["d", "c", "b"]);
+        assert_eq!(state.event_count, 5);
+        assert_eq!(state.event_ids.front().map(String::as_str), Some("imp"));
+    }
+
+    #[test]
+    fn absorb_keeps_the_other_sessions_signals() {
+        let mut anonymous = LiveState::default();
+        anonymous.apply(3, 1, &event("e1", "click", "i1", 10), &["tag:red".to_owned()], PARAMS);
+        let mut user = LiveState::default();
+        user.apply(5, 1, &event("e2", "view", "i2", 20), &[], PARAMS);
+        user.absorb(&anonymous, PARAMS);
+        assert_eq!(user.event_count, 2);
+        assert_eq!(
+            user.recent.iter().map(|i| i.item_id.as_str()).collect::<Vec<_>>(),
+            ["i2", "i1"]
+        );
+        assert!(user.affinities.contains_key("tag:red"));
+    }
+
+    #[test]
+    fn item_attributes_become_affinity_keys() {
+        let item = json!({"groups": ["Boat Tours"], "tags": ["sea", "family"], "price": 25.5});
+        let keys = affinity_keys(item.as_object().unwrap());
+        assert_eq!(keys, ["group:Boat Tours", "tag:sea", "tag:family", "price_band:4"]);
+    }
+}
