@@ -2,6 +2,7 @@
 //! compiled-in `config/default.toml` < `--config FILE` < `RANKSTREAM__SECTION__KEY`
 //! environment variables < command-line flags.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use figment::providers::{Env, Format, Toml};
@@ -22,6 +23,49 @@ pub struct Config {
     pub engine: EngineConfig,
     /// API keys and rate quotas.
     pub auth: AuthConfig,
+    /// Event streams over Kafka.
+    pub kafka: KafkaConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaConfig {
+    /// Off: the node is the whole system and events arrive over REST only.
+    pub enabled: bool,
+    /// `bootstrap.servers` of the cluster.
+    pub brokers: String,
+    /// Consumer group offsets are committed under (they are also stored with each shard's state).
+    pub group_id: String,
+    /// Topics consumed; each has one partition per shard and is read partition = shard.
+    pub inputs: Vec<KafkaInput>,
+    /// Topic REST events are produced to (acks=all) before their 202; empty: none.
+    pub rest_topic: String,
+    /// Topic malformed messages are written to, with the reason in a header.
+    pub dead_letter_topic: String,
+    /// Most messages applied as one batch.
+    pub max_batch: usize,
+    /// How long the consumer waits for more messages before applying a batch, in ms.
+    pub batch_wait_ms: u64,
+    /// Extra librdkafka properties for the consumer and producers (security, SASL, ...).
+    pub client: BTreeMap<String, String>,
+}
+
+/// One consumed topic and the format of its messages.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaInput {
+    pub topic: String,
+    pub format: EventFormat,
+}
+
+/// The wire format of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventFormat {
+    /// `POST /v1/events` events.
+    Event,
+    /// `POST /catalog/engagement` events.
+    Engagement,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,6 +188,21 @@ impl Config {
         }
         if self.auth.default_burst == 0 {
             problems.push("auth.default_burst must be > 0".to_owned());
+        }
+        let kafka = &self.kafka;
+        if kafka.enabled {
+            if kafka.brokers.trim().is_empty() {
+                problems.push("kafka.brokers must name at least one broker".to_owned());
+            }
+            if kafka.inputs.is_empty() && kafka.rest_topic.is_empty() {
+                problems.push("kafka is enabled but has no kafka.inputs and no kafka.rest_topic".to_owned());
+            }
+            if kafka.dead_letter_topic.is_empty() && !kafka.inputs.is_empty() {
+                problems.push("kafka.dead_letter_topic is required when kafka.inputs are consumed".to_owned());
+            }
+            if kafka.max_batch == 0 {
+                problems.push("kafka.max_batch must be > 0".to_owned());
+            }
         }
         if problems.is_empty() {
             Ok(())

@@ -37,5 +37,6 @@ pub mod engine;
 pub mod keys;
 pub mod server;
 pub mod storage;
+pub mod stream;
 pub mod time;
 pub mod topology;

@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::keys::KeyStore;
 use crate::storage::Storage;
+use crate::stream::{start_consumer, EventProducer, SharedStats};
 use crate::topology::{Topology, SINGLE_TOML};
 
 /// Runs a node until `shutdown` resolves: serves, then drains in-flight requests,
@@ -45,16 +46,40 @@ pub async fn run(
     std::io::stdout().flush()?;
     tracing::info!(%address, shards = engine.shard_count(), data_dir = %config.storage.data_dir.display(), "serving");
 
+    let kafka = &config.kafka;
+    let producer = match (kafka.enabled, kafka.rest_topic.is_empty()) {
+        (true, false) => Some(EventProducer::new(kafka, &kafka.rest_topic, engine.shard_count())?),
+        _ => None,
+    };
+    let stream_stats = kafka.enabled.then(SharedStats::default);
+    let consumer = match &stream_stats {
+        Some(stats) if !kafka.inputs.is_empty() => Some(
+            start_consumer(
+                kafka.clone(),
+                engine.local_shards(),
+                engine.shard_count(),
+                engine.clone(),
+                stats.clone(),
+            )
+            .await?,
+        ),
+        _ => None,
+    };
     let state = Arc::new(AppState {
         engine: engine.clone(),
         keys,
         limits: RateLimits::new(config.auth.clone()),
         config: config.server.clone(),
         ready: AtomicBool::new(true),
+        producer,
+        stream_stats,
     });
     api::serve(listener, state, shutdown).await;
 
     checkpoints.abort();
+    if let Some(consumer) = consumer {
+        consumer.abort();
+    }
     if let Err(error) = engine.checkpoint().await {
         tracing::error!(%error, "final checkpoint failed; the next start replays the log");
     }

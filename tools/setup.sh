@@ -59,10 +59,15 @@ check_rust() {
     fi
 }
 
+# The Kafka-protocol broker the Kafka tests and benchmarks start (tools/broker.sh).
+ensure_kafka_broker() {
+    bash "$(dirname "${BASH_SOURCE[0]}")/broker.sh" install
+}
+
 main() {
     check_rust
     ensure_libclang
-    # ensure_kafka_broker   (later: tansu with sqlite storage, see FACTS.md)
+    ensure_kafka_broker
     # ensure_embedding_model (later)
 }
 

@@ -52,6 +52,10 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
             view["key"] = Value::String(secret);
             Ok(json_response(StatusCode::CREATED, &view))
         }
+        (Endpoint::AdminStats, _) => {
+            let stream = state.stream_stats.as_ref().map(|stats| stats.to_json());
+            ok(&json!({ "kafka": stream }))
+        }
         (Endpoint::AdminKeys, _) => {
             let keys: Vec<Value> = state.keys.list().iter().map(|key| key.view()).collect();
             ok(&json!({ "keys": keys }))

@@ -106,6 +106,12 @@ async fn ingest(
         }
     }
     let ids: Vec<String> = events.iter().map(|event| event.id.clone()).collect();
+    if let Some(producer) = &state.producer {
+        producer
+            .produce(&events)
+            .await
+            .map_err(|error| ApiError::Unavailable(format!("event stream: {error}")))?;
+    }
     let results = state.engine.ingest(events).await;
     let mut accepted_ids = Vec::with_capacity(ids.len());
     let mut duplicates = 0;

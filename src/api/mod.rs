@@ -54,6 +54,10 @@ pub struct AppState {
     pub config: ServerConfig,
     /// False once shutdown begins: `/readyz` turns 503 so balancers stop sending.
     pub ready: AtomicBool,
+    /// With Kafka on: REST events are produced here before their 202.
+    pub producer: Option<crate::stream::EventProducer>,
+    /// With Kafka on: the consumer's counters.
+    pub stream_stats: Option<crate::stream::SharedStats>,
 }
 
 /// A routed, authorized request with its whole body read.
@@ -198,7 +202,9 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         Endpoint::Healthz => ok(&json!({ "status": "ok" })),
         Endpoint::Readyz if state.ready.load(Ordering::SeqCst) => ok(&json!({ "status": "ready" })),
         Endpoint::Readyz => Err(ApiError::Unavailable("shutting down".into())),
-        Endpoint::AdminKeys | Endpoint::AdminKey => admin::handle(state, endpoint, request).await,
+        Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats => {
+            admin::handle(state, endpoint, request).await
+        }
         Endpoint::CatalogTable
         | Endpoint::CatalogTableNamed
         | Endpoint::CatalogTableField

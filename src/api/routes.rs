@@ -12,6 +12,8 @@ pub enum Endpoint {
     AdminKeys,
     /// `/v1/admin/keys/{id}`
     AdminKey,
+    /// `/v1/admin/stats`
+    AdminStats,
     /// `/v1/catalog/table`
     CatalogTable,
     /// `/v1/catalog/table/{name}`
@@ -56,6 +58,7 @@ impl Endpoint {
             ["readyz"] => Endpoint::Readyz,
             ["v1", "admin", "keys"] => Endpoint::AdminKeys,
             ["v1", "admin", "keys", _] => Endpoint::AdminKey,
+            ["v1", "admin", "stats"] => Endpoint::AdminStats,
             ["v1", "catalog", "table"] => Endpoint::CatalogTable,
             ["v1", "catalog", "table", _] => Endpoint::CatalogTableNamed,
             ["v1", "catalog", "table", _, "fields", _] => Endpoint::CatalogTableField,
@@ -106,7 +109,7 @@ impl Endpoint {
             }
             Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed | Endpoint::User => GET_DELETE,
             Endpoint::Users | Endpoint::Events | Endpoint::Engagement => POST,
-            Endpoint::UserState | Endpoint::Session | Endpoint::Event => GET,
+            Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
         }
     }
 
@@ -114,7 +117,7 @@ impl Endpoint {
     pub fn scope(self, method: &Method) -> Option<&'static str> {
         Some(match self {
             Endpoint::Healthz | Endpoint::Readyz => return None,
-            Endpoint::AdminKeys | Endpoint::AdminKey => "admin",
+            Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats => "admin",
             Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
                 "catalog:write"
             }

@@ -313,6 +313,36 @@ impl Engine {
         }
     }
 
+    /// The next offset to consume from `topic`'s partition of `shard`, if one was stored.
+    pub fn stream_offset(&self, shard: ShardId, topic: &str) -> Option<i64> {
+        let stored = self
+            .storage
+            .get(Cf::State, &keys::stream_offset(shard, topic))
+            .ok()
+            .flatten()?;
+        Some(i64::from_be_bytes(stored.try_into().ok()?))
+    }
+
+    /// Durably records next offsets `(shard, topic, offset)` with the shards' state.
+    pub async fn store_stream_offsets<'a>(
+        &self,
+        offsets: impl Iterator<Item = (ShardId, &'a str, i64)>,
+    ) -> Result<(), StorageError> {
+        let ops = offsets
+            .map(|(shard, topic, offset)| Op::Put {
+                cf: Cf::State,
+                key: keys::stream_offset(shard, topic),
+                value: offset.to_be_bytes().to_vec(),
+            })
+            .collect();
+        self.commits.submit(ops).await
+    }
+
+    /// The shards this node owns.
+    pub fn local_shards(&self) -> Vec<ShardId> {
+        self.topology.nodes[0].shards.clone()
+    }
+
     /// The engine's clock, in unix ms.
     pub fn now_millis(&self) -> i64 {
         self.clock.now_millis()

@@ -101,6 +101,11 @@ pub fn checkpoint(shard: ShardId) -> Vec<u8> {
     tagged(shard, b'c', "")
 }
 
+/// `state`: the next offset to consume from `topic`'s partition of this shard.
+pub fn stream_offset(shard: ShardId, topic: &str) -> Vec<u8> {
+    tagged(shard, b'o', topic)
+}
+
 fn tagged(shard: ShardId, tag: u8, name: &str) -> Vec<u8> {
     let mut key = with_shard(shard, name.len() + 1);
     key.push(tag);

@@ -1,0 +1,247 @@
+//! The input-topic consumer of a node: manual assignment of its shards'
+//! partitions, resuming from the offsets stored with each shard's state.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{client_config, EventProducer, SharedStats, StreamError, ERROR_HEADER, FORMAT_HEADER, INTERNAL_FORMAT};
+use crate::config::{EventFormat, KafkaConfig};
+use crate::engine::event::{decode_engagement, decode_v1, Event};
+use crate::engine::Engine;
+use crate::topology::{shard_for, ShardId};
+
+/// Pause before retrying after the engine or the broker refused.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Creates the consumer and assigns this node's partitions (failing when a topic
+/// is missing or has the wrong partition count), then applies messages in a task
+/// until that task is aborted.
+pub async fn start_consumer(
+    config: KafkaConfig,
+    shards: Vec<ShardId>,
+    shard_count: u16,
+    engine: Arc<Engine>,
+    stats: SharedStats,
+) -> Result<tokio::task::JoinHandle<()>, StreamError> {
+    let consumer: StreamConsumer = client_config(&config)
+        .set("group.id", &config.group_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "10")
+        .create()?;
+    let dead_letters = EventProducer::new(&config, &config.dead_letter_topic, shard_count)?;
+    let mut assignment = TopicPartitionList::new();
+    for input in &config.inputs {
+        check_partitions(&consumer, &input.topic, shard_count).await?;
+        for &shard in &shards {
+            let offset = match engine.stream_offset(shard, &input.topic) {
+                Some(next) => Offset::Offset(next),
+                // A partition never read starts at its beginning: nothing is skipped.
+                None => Offset::Beginning,
+            };
+            assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
+        }
+    }
+    consumer.assign(&assignment)?;
+    tracing::info!(partitions = assignment.count(), "kafka consumer assigned");
+    Ok(tokio::spawn(consume(
+        consumer,
+        dead_letters,
+        config,
+        shard_count,
+        engine,
+        stats,
+    )))
+}
+
+async fn consume(
+    consumer: StreamConsumer,
+    dead_letters: EventProducer,
+    config: KafkaConfig,
+    shard_count: u16,
+    engine: Arc<Engine>,
+    stats: SharedStats,
+) {
+    let formats: HashMap<String, EventFormat> = config.inputs.iter().map(|i| (i.topic.clone(), i.format)).collect();
+    let batch_wait = Duration::from_millis(config.batch_wait_ms);
+    loop {
+        let batch = next_batch(&consumer, config.max_batch, batch_wait, &stats).await;
+        stats.consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let mut events = Vec::with_capacity(batch.len());
+        let mut next_offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
+        for message in &batch {
+            next_offsets.insert((message.topic().to_owned(), message.partition()), message.offset() + 1);
+            match decode(
+                message,
+                formats.get(message.topic()).copied().unwrap_or(EventFormat::Event),
+            ) {
+                Ok(event) => {
+                    if i32::from(shard_for(event.routing_key().as_bytes(), shard_count)) != message.partition() {
+                        stats.forwarded.fetch_add(1, Ordering::Relaxed);
+                    }
+                    events.push(event);
+                }
+                Err(reason) => dead_letter(&dead_letters, message, &reason, &stats).await,
+            }
+        }
+        apply(&engine, events, &stats).await;
+        store_offsets(&engine, &consumer, &config.group_id, next_offsets).await;
+    }
+}
+
+/// Waits for one message, then takes what else arrives within `wait`.
+async fn next_batch(consumer: &StreamConsumer, max: usize, wait: Duration, stats: &SharedStats) -> Vec<OwnedMessage> {
+    let mut batch = Vec::new();
+    while batch.is_empty() {
+        match consumer.recv().await {
+            Ok(message) => batch.push(message.detach()),
+            Err(error) => {
+                stats.consume_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%error, "kafka consume failed; retrying");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+    while batch.len() < max {
+        match tokio::time::timeout(wait, consumer.recv()).await {
+            Ok(Ok(message)) => batch.push(message.detach()),
+            Ok(Err(error)) => {
+                stats.consume_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%error, "kafka consume failed");
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    batch
+}
+
+/// Decodes a message: rankstream's own encoding (REST events), or the topic's format.
+/// A message without an `id` gets one from its position, so a re-delivery is
+/// recognised as the same event.
+fn decode(message: &OwnedMessage, format: EventFormat) -> Result<Event, String> {
+    let payload = message.payload().ok_or("the message has no payload")?;
+    let internal = message.headers().is_some_and(|headers| {
+        headers
+            .iter()
+            .any(|h| h.key == FORMAT_HEADER && h.value == Some(INTERNAL_FORMAT.as_bytes()))
+    });
+    if internal {
+        return serde_json::from_slice(payload).map_err(|error| format!("undecodable internal event: {error}"));
+    }
+    let value = serde_json::from_slice(payload).map_err(|error| format!("not JSON: {error}"))?;
+    let position_id = || format!("kafka:{}:{}:{}", message.topic(), message.partition(), message.offset());
+    let now = chrono::Utc::now().timestamp_millis();
+    let decoded = match format {
+        EventFormat::Event => decode_v1(value, now, position_id),
+        EventFormat::Engagement => decode_engagement(value, now, position_id),
+    };
+    decoded.map_err(|invalid| invalid.0)
+}
+
+/// Writes a malformed message to the dead-letter topic, retrying until the broker
+/// takes it: its offset is recorded only after, so it is never silently skipped.
+async fn dead_letter(producer: &EventProducer, message: &OwnedMessage, reason: &str, stats: &SharedStats) {
+    let partition = message.partition().to_string();
+    let offset = message.offset().to_string();
+    tracing::warn!(
+        topic = message.topic(),
+        partition = message.partition(),
+        offset = message.offset(),
+        reason,
+        "dead-lettering a malformed message"
+    );
+    loop {
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: ERROR_HEADER,
+                value: Some(reason),
+            })
+            .insert(Header {
+                key: "rankstream-source-topic",
+                value: Some(message.topic()),
+            })
+            .insert(Header {
+                key: "rankstream-source-partition",
+                value: Some(&partition),
+            })
+            .insert(Header {
+                key: "rankstream-source-offset",
+                value: Some(&offset),
+            });
+        match producer.produce_raw(message.key(), message.payload(), headers).await {
+            Ok(()) => break,
+            Err(error) => {
+                tracing::error!(%error, "dead-letter produce failed; retrying");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+    stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Applies events through the REST ingest path, retrying what the engine could not
+/// take (a full or stopping shard) until it is durable.
+async fn apply(engine: &Engine, mut events: Vec<Event>, stats: &SharedStats) {
+    while !events.is_empty() {
+        let results = engine.ingest(events.clone()).await;
+        let mut retry = Vec::new();
+        for (event, result) in events.into_iter().zip(results) {
+            match result {
+                Ok(true) => _ = stats.duplicates.fetch_add(1, Ordering::Relaxed),
+                Ok(false) => _ = stats.applied.fetch_add(1, Ordering::Relaxed),
+                Err(error) => {
+                    tracing::warn!(id = %event.id, %error, "event not applied; retrying");
+                    retry.push(event);
+                }
+            }
+        }
+        if !retry.is_empty() {
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+        events = retry;
+    }
+}
+
+/// Records the next offsets with the shards' state (durably), then in the group.
+async fn store_offsets(engine: &Engine, consumer: &StreamConsumer, group: &str, next: BTreeMap<(String, i32), i64>) {
+    let offsets = next
+        .iter()
+        .map(|((topic, partition), offset)| (*partition as ShardId, topic.as_str(), *offset));
+    if let Err(error) = engine.store_stream_offsets(offsets).await {
+        // Re-reading these messages after a restart is harmless: event ids make it a no-op.
+        tracing::error!(%error, "failed to store consumer offsets");
+        return;
+    }
+    let mut list = TopicPartitionList::new();
+    for ((topic, partition), offset) in &next {
+        if list
+            .add_partition_offset(topic, *partition, Offset::Offset(*offset))
+            .is_err()
+        {
+            continue;
+        }
+    }
+    if let Err(error) = consumer.commit(&list, CommitMode::Async) {
+        tracing::debug!(%error, group, "group offset commit failed (stored offsets still hold)");
+    }
+}
+
+/// Refuses a topic whose partition count is not the shard count.
+async fn check_partitions(consumer: &StreamConsumer, topic: &str, shards: u16) -> Result<(), StreamError> {
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len());
+    if partitions != usize::from(shards) {
+        return Err(StreamError::Setup(format!(
+            "topic {topic:?} has {partitions} partitions; it needs one per shard ({shards}); create it first"
+        )));
+    }
+    Ok(())
+}

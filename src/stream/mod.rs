@@ -1,0 +1,78 @@
+//! Kafka: the node consumes the partitions of its own shards from every input
+//! topic (partition = shard, assigned from the topology, not by group rebalancing),
+//! applies each event through the same ingest path as REST, and records offsets
+//! only after the events are durable. REST events are produced to the REST topic
+//! (acks=all) before their 202. Malformed messages go to a dead-letter topic.
+
+mod consumer;
+mod producer;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rdkafka::ClientConfig;
+use serde_json::{json, Value};
+
+pub use consumer::start_consumer;
+pub use producer::EventProducer;
+
+use crate::config::KafkaConfig;
+
+/// Header naming why a message was dead-lettered.
+pub const ERROR_HEADER: &str = "rankstream-error";
+/// Header marking a message as rankstream's own event encoding (REST events).
+pub const FORMAT_HEADER: &str = "rankstream-format";
+/// Value of [`FORMAT_HEADER`] for a serialized internal `Event`.
+pub const INTERNAL_FORMAT: &str = "event-v1-internal";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Counters of the stream path, for logs and `/v1/admin/stats`.
+#[derive(Debug, Default)]
+pub struct StreamStats {
+    /// Messages read from input topics.
+    pub consumed: AtomicU64,
+    /// Events applied (first delivery).
+    pub applied: AtomicU64,
+    /// Events seen again (re-delivery, replay, or produced by our REST path).
+    pub duplicates: AtomicU64,
+    /// Events whose routing key belongs to another shard than their partition.
+    pub forwarded: AtomicU64,
+    /// Malformed messages written to the dead-letter topic.
+    pub dead_lettered: AtomicU64,
+    /// Errors from the broker while consuming.
+    pub consume_errors: AtomicU64,
+}
+
+impl StreamStats {
+    pub fn to_json(&self) -> Value {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        json!({
+            "consumed": get(&self.consumed),
+            "applied": get(&self.applied),
+            "duplicates": get(&self.duplicates),
+            "forwarded": get(&self.forwarded),
+            "dead_lettered": get(&self.dead_lettered),
+            "consume_errors": get(&self.consume_errors),
+        })
+    }
+}
+
+/// The librdkafka settings shared by consumer and producers.
+fn client_config(config: &KafkaConfig) -> ClientConfig {
+    let mut client = ClientConfig::new();
+    client.set("bootstrap.servers", &config.brokers);
+    for (key, value) in &config.client {
+        client.set(key, value);
+    }
+    client
+}
+
+/// Shared handle on the stream counters.
+pub type SharedStats = Arc<StreamStats>;

@@ -1,0 +1,86 @@
+//! Produces events to Kafka with acks=all, each to the partition of its routing
+//! key's shard (murmur2, as Kafka's Java default partitioner would choose).
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+use super::{client_config, StreamError, FORMAT_HEADER, INTERNAL_FORMAT};
+use crate::config::KafkaConfig;
+use crate::engine::event::Event;
+use crate::topology::shard_for;
+
+/// How long a produce may wait for the broker's acknowledgement.
+const PRODUCE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A producer of events to one topic.
+pub struct EventProducer {
+    producer: FutureProducer,
+    topic: String,
+    shards: u16,
+}
+
+impl EventProducer {
+    pub fn new(config: &KafkaConfig, topic: &str, shards: u16) -> Result<EventProducer, StreamError> {
+        let producer = client_config(config)
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("partitioner", "murmur2_random")
+            .set("linger.ms", "1")
+            .create()?;
+        Ok(EventProducer {
+            producer,
+            topic: topic.to_owned(),
+            shards,
+        })
+    }
+
+    /// Produces every event and waits until the broker acknowledged all of them.
+    pub async fn produce(&self, events: &[Event]) -> Result<(), StreamError> {
+        let sends = events.iter().map(|event| async move {
+            let key = event.routing_key();
+            let payload = serde_json::to_vec(event).expect("events serialize");
+            let headers = OwnedHeaders::new().insert(Header {
+                key: FORMAT_HEADER,
+                value: Some(INTERNAL_FORMAT),
+            });
+            let record = FutureRecord::to(&self.topic)
+                .key(key)
+                .payload(&payload)
+                .partition(i32::from(shard_for(key.as_bytes(), self.shards)))
+                .headers(headers);
+            self.producer
+                .send(record, PRODUCE_TIMEOUT)
+                .await
+                .map(|_| ())
+                .map_err(|(error, _)| error)
+        });
+        for result in join_all(sends).await {
+            result?;
+        }
+        Ok(())
+    }
+
+    /// Produces one raw message (dead letters) and waits for the acknowledgement.
+    pub async fn produce_raw(
+        &self,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+        headers: OwnedHeaders,
+    ) -> Result<(), StreamError> {
+        let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&self.topic).headers(headers);
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        if let Some(payload) = payload {
+            record = record.payload(payload);
+        }
+        self.producer
+            .send(record, PRODUCE_TIMEOUT)
+            .await
+            .map(|_| ())
+            .map_err(|(error, _)| error.into())
+    }
+}
