@@ -229,6 +229,24 @@ mod tests {
     }
 
     #[test]
+    fn kafka_client_properties_keep_their_dotted_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kafka.toml");
+        std::fs::write(
+            &file,
+            "[kafka]\nenabled = true\n[kafka.client]\n\"security.protocol\" = \"SSL\"\n",
+        )
+        .unwrap();
+        let config = Config::load(Some(&file)).unwrap();
+        assert!(config.kafka.enabled);
+        assert_eq!(
+            config.kafka.client.get("security.protocol").map(String::as_str),
+            Some("SSL")
+        );
+        assert_eq!(config.kafka.inputs.len(), 2, "the default inputs stay");
+    }
+
+    #[test]
     fn validate_reports_every_problem() {
         let mut config = Config::load(None).unwrap();
         config.server.bind = "nowhere".into();
