@@ -25,6 +25,19 @@ pub struct SequencedEvent {
     pub attributes: Vec<String>,
 }
 
+/// Held by every message an applied batch causes (its users, its sessions here or
+/// on other shards, a stitched session's hand-off to its user). When the last
+/// holder drops it, the batch's effects are all in place and its waiter is woken.
+pub type Completion = Arc<oneshot::Sender<()>>;
+
+/// A completion token and the future that resolves once every clone is dropped.
+pub fn completion() -> (Completion, impl std::future::Future<Output = ()>) {
+    let (token, dropped) = oneshot::channel();
+    (Arc::new(token), async move {
+        let _ = dropped.await;
+    })
+}
+
 /// What distinguishes sessions from users.
 pub trait LiveKind: Unpin + Send + 'static {
     /// `"session"` or `"user"`, for logs and errors.
@@ -33,6 +46,11 @@ pub trait LiveKind: Unpin + Send + 'static {
     fn state_key(shard: ShardId, key: &str) -> Vec<u8>;
     /// Kind-specific bookkeeping after an event is applied.
     fn after_apply(_state: &mut LiveState, _event: &Event) {}
+    /// Sessions only: whether this event is the one that brings an anonymous
+    /// session its user (checked before the event is applied).
+    fn stitches_to<'a>(_state: &LiveState, _event: &'a Event) -> Option<&'a str> {
+        None
+    }
 }
 
 /// Marker of session actors.
@@ -49,6 +67,10 @@ impl LiveKind for Session {
         if state.uid.is_none() {
             state.uid = event.uid.clone();
         }
+    }
+    fn stitches_to<'a>(state: &LiveState, event: &'a Event) -> Option<&'a str> {
+        let anonymous = state.uid.is_none() && state.event_count > 0;
+        event.uid.as_deref().filter(|_| anonymous)
     }
 }
 
@@ -107,6 +129,8 @@ pub struct Stitched {
     pub uid: String,
     pub sid: String,
     pub state: LiveState,
+    /// The completion of the batch that stitched, released once the user absorbed.
+    pub done: Completion,
 }
 
 impl<K: LiveKind> LiveActor<K> {
@@ -160,9 +184,13 @@ impl<K: LiveKind> Actor for LiveActor<K> {
 /// channels so that the host can hold these messages back while a key passivates.
 pub enum KeyMessage {
     /// Apply events (skipping those applied before, as after a crash replay).
-    Apply(Vec<Arc<SequencedEvent>>),
+    Apply(Vec<Arc<SequencedEvent>>, Completion),
     /// Take in an anonymous session's signals (users only), once per session.
-    Absorb { sid: String, state: LiveState },
+    Absorb {
+        sid: String,
+        state: LiveState,
+        done: Completion,
+    },
     /// A copy of the state.
     Snapshot(oneshot::Sender<LiveState>),
     /// Persist if changed.
@@ -182,17 +210,18 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
 
     fn handle(&mut self, message: KeyMessage, context: &mut Context<Self>) -> Self::Result {
         match message {
-            KeyMessage::Apply(events) => {
+            KeyMessage::Apply(events, done) => {
                 for sequenced in events {
                     if self.state.has_applied(sequenced.source, sequenced.seq) {
                         continue;
                     }
-                    let anonymous = self.state.uid.is_none() && self.state.event_count > 0;
-                    if let (true, Some(uid)) = (anonymous, &sequenced.event.uid) {
+                    if let Some(uid) = K::stitches_to(&self.state, &sequenced.event) {
+                        let state = self.state.clone();
                         let stitched = Stitched {
-                            uid: uid.clone(),
+                            uid: uid.to_owned(),
                             sid: self.key.clone(),
-                            state: self.state.clone(),
+                            state,
+                            done: done.clone(),
                         };
                         self.host.do_send(stitched);
                     }
@@ -207,7 +236,7 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
                     self.dirty = true;
                 }
             }
-            KeyMessage::Absorb { sid, state } => {
+            KeyMessage::Absorb { sid, state, done: _ } => {
                 if !self.state.absorbed.contains(&sid) {
                     self.state.absorb(&state, self.params);
                     self.state.absorbed.push(sid);

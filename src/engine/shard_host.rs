@@ -26,7 +26,9 @@ use tokio::sync::oneshot;
 
 use super::catalog::{CatalogError, ItemReader};
 use super::event::Event;
-use super::live_actor::{load_state, KeyMessage, LiveActor, LiveKind, SequencedEvent, Session, Stitched, User};
+use super::live_actor::{
+    completion, load_state, Completion, KeyMessage, LiveActor, LiveKind, SequencedEvent, Session, Stitched, User,
+};
 use super::live_state::{DecayParams, LiveState};
 use crate::clock::SharedClock;
 use crate::storage::{keys, Cf, CommitQueue, Op, Storage, StorageError};
@@ -222,14 +224,22 @@ impl ShardHost {
         if let Some(last) = sequenced.last() {
             self.last_applied = last.seq;
         }
-        self.route(context, sequenced);
+        let (done, applied) = completion();
+        self.route(context, sequenced, done);
         let error = result.err().map(|error| error.to_string());
-        for reply in replies {
-            let _ = reply.send(match &error {
-                None => Ok(()),
-                Some(error) => Err(CatalogError::Unavailable(format!("event log write failed: {error}"))),
-            });
-        }
+        // Answer once every actor this batch reached has applied it.
+        context.spawn(
+            async move {
+                applied.await;
+                for reply in replies {
+                    let _ = reply.send(match &error {
+                        None => Ok(()),
+                        Some(error) => Err(CatalogError::Unavailable(format!("event log write failed: {error}"))),
+                    });
+                }
+            }
+            .into_actor(self),
+        );
         self.commit_in_flight = false;
         if !self.pending.is_empty() {
             self.flush(context);
@@ -248,7 +258,7 @@ impl ShardHost {
 
     /// Hands events, in sequence order, to their user here and their session
     /// wherever the sid lives.
-    fn route(&mut self, context: &mut Context<Self>, events: Vec<Arc<SequencedEvent>>) {
+    fn route(&mut self, context: &mut Context<Self>, events: Vec<Arc<SequencedEvent>>, done: Completion) {
         let mut users = Grouped::default();
         let mut local_sessions = Grouped::default();
         let mut remote_sessions: BTreeMap<ShardId, Grouped> = BTreeMap::new();
@@ -264,13 +274,15 @@ impl ShardHost {
             }
         }
         for (uid, events) in users.groups {
-            self.deliver::<User>(context, uid, KeyMessage::Apply(events));
+            self.deliver::<User>(context, uid, KeyMessage::Apply(events, done.clone()));
         }
         for (sid, events) in local_sessions.groups {
-            self.deliver::<Session>(context, sid, KeyMessage::Apply(events));
+            self.deliver::<Session>(context, sid, KeyMessage::Apply(events, done.clone()));
         }
         for (shard, sessions) in remote_sessions {
-            self.router.host(shard).do_send(RouteSessions(sessions.groups));
+            self.router
+                .host(shard)
+                .do_send(RouteSessions(sessions.groups, done.clone()));
         }
     }
 
@@ -438,10 +450,10 @@ impl ShardHost {
             self.last_applied = seq;
             replayed += 1;
             if chunk.len() == 1024 {
-                self.route(context, std::mem::take(&mut chunk));
+                self.route(context, std::mem::take(&mut chunk), completion().0);
             }
         }
-        self.route(context, chunk);
+        self.route(context, chunk, completion().0);
         self.last_applied = self.last_applied.max(checkpoint).max(self.next_seq - 1);
         Ok(replayed)
     }
@@ -571,14 +583,14 @@ impl Handler<Ingest> for ShardHost {
 /// Events of sessions living on this shard, from another shard's log.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct RouteSessions(pub Vec<(String, Vec<Arc<SequencedEvent>>)>);
+pub struct RouteSessions(pub Vec<(String, Vec<Arc<SequencedEvent>>)>, pub Completion);
 
 impl Handler<RouteSessions> for ShardHost {
     type Result = ();
 
-    fn handle(&mut self, RouteSessions(sessions): RouteSessions, context: &mut Context<Self>) {
+    fn handle(&mut self, RouteSessions(sessions, done): RouteSessions, context: &mut Context<Self>) {
         for (sid, events) in sessions {
-            self.deliver::<Session>(context, sid, KeyMessage::Apply(events));
+            self.deliver::<Session>(context, sid, KeyMessage::Apply(events, done.clone()));
         }
     }
 }
@@ -604,6 +616,7 @@ impl Handler<AbsorbSession> for ShardHost {
         let message = KeyMessage::Absorb {
             sid: stitched.sid,
             state: stitched.state,
+            done: stitched.done,
         };
         self.deliver::<User>(context, stitched.uid, message);
     }
@@ -730,7 +743,7 @@ impl Handler<CheckpointPersist> for ShardHost {
             .chain(self.users.stopping.values())
             .flatten();
         for message in held {
-            if let KeyMessage::Apply(events) = message {
+            if let KeyMessage::Apply(events, _) = message {
                 for event in events {
                     let lowest = held_back.entry(event.source).or_insert(event.seq);
                     *lowest = (*lowest).min(event.seq);
