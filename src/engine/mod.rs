@@ -183,12 +183,13 @@ impl Engine {
         Ok(self.commits.submit(ops).await?)
     }
 
-    /// Stops the shard actors and waits for their threads.
+    /// Stops the shard actors and the commit thread, and waits for their threads.
     pub fn stop(&self) {
         for arbiter in self.arbiters.lock().drain(..) {
             arbiter.stop();
             let _ = arbiter.join();
         }
+        self.commits.close();
     }
 
     fn shard_of(&self, key: &str) -> ShardId {

@@ -4,7 +4,11 @@
 
 use std::future::Future;
 
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
 use crossbeam::channel::{self, Receiver, Sender};
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::{Cf, Storage, StorageError};
@@ -19,34 +23,52 @@ pub enum Op {
     Delete { cf: Cf, key: Vec<u8> },
 }
 
-struct Job {
-    ops: Vec<Op>,
-    done: oneshot::Sender<Result<(), StorageError>>,
+enum Job {
+    Write {
+        ops: Vec<Op>,
+        done: oneshot::Sender<Result<(), StorageError>>,
+    },
+    /// Ends the writer thread after the writes queued before it.
+    Close,
 }
 
-/// The handle callers submit batches through; the writer thread ends when every
-/// handle is dropped.
+/// The handle callers submit batches through.
 #[derive(Clone)]
 pub struct CommitQueue {
     jobs: Sender<Job>,
+    /// The writer thread, joined by [`CommitQueue::close`] so that its storage
+    /// handle is released before the process exits.
+    writer: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
 impl CommitQueue {
     /// Starts the writer thread.
     pub fn start(storage: Storage) -> CommitQueue {
         let (jobs, queue) = channel::unbounded();
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("rankstream-commit".into())
             .spawn(move || write_loop(storage, queue))
             .expect("the commit thread can be spawned");
-        CommitQueue { jobs }
+        CommitQueue {
+            jobs,
+            writer: Arc::new(Mutex::new(Some(writer))),
+        }
+    }
+
+    /// Writes what is queued, then stops the writer thread and waits for it.
+    /// Later submissions fail with `StorageError::Closed`.
+    pub fn close(&self) {
+        let _ = self.jobs.send(Job::Close);
+        if let Some(writer) = self.writer.lock().take() {
+            let _ = writer.join();
+        }
     }
 
     /// Queues `ops`; the future resolves once they are durable (per the storage's
     /// durability setting), in submission order relative to other batches.
     pub fn submit(&self, ops: Vec<Op>) -> impl Future<Output = Result<(), StorageError>> + 'static {
         let (done, finished) = oneshot::channel();
-        let queued = self.jobs.send(Job { ops, done });
+        let queued = self.jobs.send(Job::Write { ops, done });
         async move {
             queued.map_err(|_| StorageError::Closed)?;
             finished.await.map_err(|_| StorageError::Closed)?
@@ -55,7 +77,9 @@ impl CommitQueue {
 }
 
 fn write_loop(storage: Storage, queue: Receiver<Job>) {
-    while let Ok(first) = queue.recv() {
+    let mut closing = false;
+    while !closing {
+        let Ok(first) = queue.recv() else { return };
         let mut jobs = vec![first];
         while jobs.len() < MAX_JOBS_PER_COMMIT {
             match queue.try_recv() {
@@ -64,20 +88,27 @@ fn write_loop(storage: Storage, queue: Receiver<Job>) {
             }
         }
         let mut batch = storage.batch();
-        for job in &jobs {
-            for op in &job.ops {
-                match op {
-                    Op::Put { cf, key, value } => batch.put(*cf, key, value),
-                    Op::Delete { cf, key } => batch.delete(*cf, key),
+        let mut waiting = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            match job {
+                Job::Write { ops, done } => {
+                    for op in &ops {
+                        match op {
+                            Op::Put { cf, key, value } => batch.put(*cf, key, value),
+                            Op::Delete { cf, key } => batch.delete(*cf, key),
+                        }
+                    }
+                    waiting.push(done);
                 }
+                Job::Close => closing = true,
             }
         }
         let result = batch.commit().map_err(|error| error.to_string());
         if let Err(error) = &result {
-            tracing::error!(%error, batches = jobs.len(), "group commit failed");
+            tracing::error!(%error, batches = waiting.len(), "group commit failed");
         }
-        for job in jobs {
-            let _ = job.done.send(result.clone().map_err(StorageError::Commit));
+        for done in waiting {
+            let _ = done.send(result.clone().map_err(StorageError::Commit));
         }
     }
 }
@@ -105,5 +136,13 @@ mod tests {
             write.await.unwrap();
         }
         assert_eq!(storage.get(Cf::Events, &[7]).unwrap(), Some(vec![49]));
+        queue.close();
+        let refused = queue
+            .submit(vec![Op::Delete {
+                cf: Cf::Events,
+                key: vec![7],
+            }])
+            .await;
+        assert!(matches!(refused, Err(StorageError::Closed)), "{refused:?}");
     }
 }
