@@ -128,7 +128,7 @@ pub struct LiveActor<K: LiveKind> {
 pub struct Stitched {
     pub uid: String,
     pub sid: String,
-    pub state: LiveState,
+    pub state: Box<LiveState>,
     /// The completion of the batch that stitched, released once the user absorbed.
     pub done: Completion,
 }
@@ -188,7 +188,7 @@ pub enum KeyMessage {
     /// Take in an anonymous session's signals (users only), once per session.
     Absorb {
         sid: String,
-        state: LiveState,
+        state: Box<LiveState>,
         done: Completion,
     },
     /// A copy of the state.
@@ -216,7 +216,7 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
                         continue;
                     }
                     if let Some(uid) = K::stitches_to(&self.state, &sequenced.event) {
-                        let state = self.state.clone();
+                        let state = Box::new(self.state.clone());
                         let stitched = Stitched {
                             uid: uid.to_owned(),
                             sid: self.key.clone(),
