@@ -97,9 +97,18 @@ impl Storage {
         options.create_missing_column_families(true);
         options.increase_parallelism(2);
         options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        // Shared block cache; bloom filters make the many point reads that miss
+        // (an event id not seen before, an item absent from a table) skip files.
+        let cache = rocksdb::Cache::new_lru_cache(256 << 20);
         let descriptors = Cf::ALL.iter().map(|cf| {
+            let mut table = rocksdb::BlockBasedOptions::default();
+            table.set_block_cache(&cache);
+            table.set_bloom_filter(10.0, false);
+            table.set_cache_index_and_filter_blocks(true);
             let mut cf_options = Options::default();
             cf_options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+            cf_options.set_block_based_table_factory(&table);
+            cf_options.set_write_buffer_size(64 << 20);
             ColumnFamilyDescriptor::new(cf.name(), cf_options)
         });
         let db = DB::open_cf_descriptors(&options, path, descriptors)?;

@@ -52,7 +52,7 @@ pub async fn start_consumer(
     consumer.assign(&assignment)?;
     tracing::info!(partitions = assignment.count(), "kafka consumer assigned");
     Ok(tokio::spawn(consume(
-        consumer,
+        Arc::new(consumer),
         dead_letters,
         config,
         shard_count,
@@ -62,7 +62,7 @@ pub async fn start_consumer(
 }
 
 async fn consume(
-    consumer: StreamConsumer,
+    consumer: Arc<StreamConsumer>,
     dead_letters: EventProducer,
     config: KafkaConfig,
     shard_count: u16,
@@ -71,6 +71,7 @@ async fn consume(
 ) {
     let formats: HashMap<String, EventFormat> = config.inputs.iter().map(|i| (i.topic.clone(), i.format)).collect();
     let batch_wait = Duration::from_millis(config.batch_wait_ms);
+    let mut offsets_in_flight = None;
     loop {
         let batch = next_batch(&consumer, config.max_batch, batch_wait, &stats).await;
         stats.consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -92,7 +93,18 @@ async fn consume(
             }
         }
         apply(&engine, events, &stats).await;
-        store_offsets(&engine, &consumer, &config.group_id, next_offsets).await;
+        // The events are durable; their offsets follow through the same ordered commit
+        // queue while the next batch is fetched.
+        // One batch's offsets at a time, so stored and group offsets only move forward.
+        if let Some(previous) = offsets_in_flight.take() {
+            let _ = previous.await;
+        }
+        let (engine, consumer, group) = (engine.clone(), consumer.clone(), config.group_id.clone());
+        offsets_in_flight = Some(tokio::spawn(async move {
+            if record_offsets(&engine, &next_offsets).await {
+                commit_to_group(&consumer, &group, &next_offsets);
+            }
+        }));
     }
 }
 
@@ -210,18 +222,25 @@ async fn apply(engine: &Engine, mut events: Vec<Event>, stats: &SharedStats) {
     }
 }
 
-/// Records the next offsets with the shards' state (durably), then in the group.
-async fn store_offsets(engine: &Engine, consumer: &StreamConsumer, group: &str, next: BTreeMap<(String, i32), i64>) {
+/// Durably records the next offsets with the shards' state. Re-reading messages
+/// after a failure here is harmless: event ids make it a no-op.
+async fn record_offsets(engine: &Engine, next: &BTreeMap<(String, i32), i64>) -> bool {
     let offsets = next
         .iter()
         .map(|((topic, partition), offset)| (*partition as ShardId, topic.as_str(), *offset));
-    if let Err(error) = engine.store_stream_offsets(offsets).await {
-        // Re-reading these messages after a restart is harmless: event ids make it a no-op.
-        tracing::error!(%error, "failed to store consumer offsets");
-        return;
+    match engine.store_stream_offsets(offsets).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(%error, "failed to store consumer offsets");
+            false
+        }
     }
+}
+
+/// Mirrors stored offsets into the consumer group (best effort, for tooling).
+fn commit_to_group(consumer: &StreamConsumer, group: &str, next: &BTreeMap<(String, i32), i64>) {
     let mut list = TopicPartitionList::new();
-    for ((topic, partition), offset) in &next {
+    for ((topic, partition), offset) in next {
         if list
             .add_partition_offset(topic, *partition, Offset::Offset(*offset))
             .is_err()
