@@ -99,7 +99,7 @@ pub fn load_state<K: LiveKind>(
     let Some(bytes) = storage.get(Cf::State, &state_key)? else {
         return Ok(None);
     };
-    serde_json::from_slice(&bytes)
+    postcard::from_bytes(&bytes)
         .map(Some)
         .map_err(|error| StorageError::Corrupt {
             key: format!("{} {key}", K::NAME),
@@ -156,14 +156,16 @@ impl<K: LiveKind> LiveActor<K> {
         }
     }
 
+    /// Writes the state if it changed (compact binary, without the WAL: the
+    /// checkpoint flushes it before it moves the replay point past its events).
     fn persist(&mut self) {
         if !self.dirty {
             return;
         }
-        let value = serde_json::to_vec(&self.state).expect("live state serializes");
+        let value = postcard::to_allocvec(&self.state).expect("live state serializes");
         match self
             .storage
-            .put_relaxed(Cf::State, &K::state_key(self.shard, &self.key), &value)
+            .put_unlogged(Cf::State, &K::state_key(self.shard, &self.key), &value)
         {
             Ok(()) => self.dirty = false,
             // The log still holds the events: the next checkpoint retries, a crash replays.

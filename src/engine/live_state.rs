@@ -330,6 +330,22 @@ mod tests {
     }
 
     #[test]
+    fn snapshots_round_trip_through_the_stored_encoding() {
+        let mut state = LiveState::default();
+        state.apply(
+            2,
+            7,
+            &event("e1", "purchase", "i1", 10),
+            &["group:a".to_owned()],
+            PARAMS,
+        );
+        state.add_session("s9");
+        state.absorbed.push("s8".into());
+        let stored = postcard::to_allocvec(&state).unwrap();
+        assert_eq!(postcard::from_bytes::<LiveState>(&stored).unwrap(), state);
+    }
+
+    #[test]
     fn item_attributes_become_affinity_keys() {
         let item = json!({"groups": ["Boat Tours"], "tags": ["sea", "family"], "price": 25.5});
         let keys = affinity_keys(item.as_object().unwrap());

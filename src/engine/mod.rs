@@ -171,6 +171,11 @@ impl Engine {
                 *mark = (*mark).min(lowest.saturating_sub(1));
             }
         }
+        // Snapshots are written without the WAL: make them durable before the marks.
+        let storage = self.storage.clone();
+        tokio::task::spawn_blocking(move || storage.flush_cf(Cf::State))
+            .await
+            .map_err(|error| CatalogError::Unavailable(error.to_string()))??;
         let ops = marks
             .iter()
             .enumerate()

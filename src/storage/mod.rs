@@ -182,12 +182,18 @@ impl Storage {
         }
     }
 
-    /// Writes without waiting for an fsync: for derived data (actor snapshots)
-    /// whose source of truth is already durable.
-    pub fn put_relaxed(&self, cf: Cf, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
+    /// Writes without the WAL: for derived data (actor snapshots) whose source of
+    /// truth is already durable. It survives a crash only once its column family
+    /// is flushed ([`Storage::flush_cf`]); until then a crash falls back to replay.
+    pub fn put_unlogged(&self, cf: Cf, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
         let mut options = WriteOptions::default();
-        options.set_sync(false);
+        options.disable_wal(true);
         Ok(self.db.put_cf_opt(self.cf(cf), key, value, &options)?)
+    }
+
+    /// Writes one column family's memtable to disk.
+    pub fn flush_cf(&self, cf: Cf) -> Result<(), StorageError> {
+        Ok(self.db.flush_cf(self.cf(cf))?)
     }
 
     /// Deletes one record durably.
