@@ -18,25 +18,27 @@
 //! target/release/bench-catalog --write-markdown BENCHMARKS.md
 //! ```
 
-use std::path::{Path, PathBuf};
+#[path = "bench_common.rs"]
+mod bench_common;
+
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
 use clap::Parser;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
-use hyper::{Method, Request, StatusCode, Uri};
-use hyper_util::rt::TokioIo;
+use hyper::{Method, StatusCode};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::net::TcpStream;
+
+use bench_common::{
+    command_line, generate_key, machine_description, median, percentile, server_binary, thousands, utc_now,
+    write_markdown_section, SpawnedServer, Target,
+};
 
 /// What the median over the runs should reach.
 const TARGET_ITEMS_PER_SEC: f64 = 50_000.0;
@@ -204,126 +206,6 @@ fn ndjson_batches(products: &[Product], batch_size: usize) -> Result<Vec<Batch>>
     Ok(batches)
 }
 
-/// Where the requests go.
-struct Target {
-    /// `host:port`, for connecting and the Host header.
-    authority: String,
-    /// Path prefix of the base URL, without a trailing slash.
-    base_path: String,
-    key: String,
-}
-
-impl Target {
-    fn parse(url: &str, key: String) -> Result<Target> {
-        let uri: Uri = url.parse().with_context(|| format!("bad url {url:?}"))?;
-        ensure!(
-            uri.scheme_str() == Some("http"),
-            "only http:// urls are supported: {url}"
-        );
-        let authority = uri.authority().context("url has no host")?;
-        let port = authority.port_u16().unwrap_or(80);
-        let base_path = uri.path().trim_end_matches('/').to_string();
-        Ok(Target {
-            authority: format!("{}:{port}", authority.host()),
-            base_path,
-            key,
-        })
-    }
-
-    /// Opens one HTTP/1.1 keep-alive connection.
-    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>> {
-        let stream = TcpStream::connect(&self.authority)
-            .await
-            .with_context(|| format!("connecting to {}", self.authority))?;
-        stream.set_nodelay(true)?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(connection);
-        Ok(sender)
-    }
-
-    /// Sends one authenticated PUT and returns its status and whole body.
-    async fn put(
-        &self,
-        sender: &mut SendRequest<Full<Bytes>>,
-        path: &str,
-        content_type: &str,
-        body: Bytes,
-    ) -> Result<(StatusCode, Bytes)> {
-        let request = Request::builder()
-            .method(Method::PUT)
-            .uri(format!("{}{path}", self.base_path))
-            .header(HOST, &self.authority)
-            .header(AUTHORIZATION, format!("Bearer {}", self.key))
-            .header(CONTENT_TYPE, content_type)
-            .body(Full::new(body))?;
-        sender.ready().await?;
-        let response = sender.send_request(request).await?;
-        let status = response.status();
-        Ok((status, response.into_body().collect().await?.to_bytes()))
-    }
-}
-
-/// A server this tool started: stopped with SIGTERM, killed if dropped on an error path.
-struct SpawnedServer {
-    child: tokio::process::Child,
-    /// Holds `data/` and `server.log` (the server's stderr).
-    dir: PathBuf,
-}
-
-impl SpawnedServer {
-    /// Starts the server and returns it with its `http://IP:PORT` URL.
-    async fn start(binary: &Path, admin_key: &str) -> Result<(SpawnedServer, String)> {
-        let unique = uuid::Uuid::now_v7().simple();
-        let dir = std::env::temp_dir().join(format!("rankstream-bench-{unique}"));
-        std::fs::create_dir_all(&dir)?;
-        let log_path = dir.join("server.log");
-        let mut child = tokio::process::Command::new(binary)
-            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.join("data"))
-            .env("RANKSTREAM_ADMIN_KEY", admin_key)
-            .env("RANKSTREAM__STORAGE__DURABILITY", "sync")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::fs::File::create(&log_path)?)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {} (cargo build --release?)", binary.display()))?;
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
-        let listening = async {
-            while let Some(line) = lines.next_line().await? {
-                if let Some(url) = line.strip_prefix("rankstream listening on ") {
-                    return Ok(url.trim().to_string());
-                }
-            }
-            bail!("server exited before listening; see {}", log_path.display())
-        };
-        let url = tokio::time::timeout(Duration::from_secs(60), listening)
-            .await
-            .with_context(|| format!("server not listening after 60 s; see {}", log_path.display()))??;
-        // Keep draining stdout so that the server never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok((SpawnedServer { child, dir }, url))
-    }
-
-    /// SIGTERM, wait for a clean exit, remove the temp dir (kept when the exit was not clean).
-    async fn stop(mut self) -> Result<()> {
-        if let Some(pid) = self.child.id() {
-            std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status()?;
-        }
-        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
-            .await
-            .context("server still running 60 s after SIGTERM")??;
-        if status.success() {
-            std::fs::remove_dir_all(&self.dir).ok();
-        } else {
-            eprintln!("warning: server exited with {status}; see {}", self.dir.display());
-        }
-        Ok(())
-    }
-}
-
 /// The measurements of one timed run.
 struct RunResult {
     items: usize,
@@ -356,7 +238,13 @@ async fn timed_run(target: &Arc<Target>, batches: Vec<Batch>, concurrency: usize
                 let request_started = Instant::now();
                 let content_type = "application/x-ndjson";
                 let (status, response) = target
-                    .put(&mut sender, BULK_PATH, content_type, batch.body.clone())
+                    .send(
+                        &mut sender,
+                        Method::PUT,
+                        BULK_PATH,
+                        Some(content_type),
+                        batch.body.clone(),
+                    )
                     .await?;
                 latencies_ms.push(request_started.elapsed().as_secs_f64() * 1000.0);
                 check_bulk_response(status, &response, batch.items).with_context(|| format!("bulk request {index}"))?;
@@ -394,71 +282,14 @@ fn check_bulk_response(status: StatusCode, body: &[u8], expected: usize) -> Resu
     Ok(())
 }
 
-/// Nearest-rank percentile (`fraction` in 0..=1).
-fn percentile(values: &[f64], fraction: f64) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = (fraction * sorted.len() as f64).ceil() as usize;
-    sorted
-        .get(rank.clamp(1, sorted.len().max(1)) - 1)
-        .copied()
-        .unwrap_or(f64::NAN)
-}
-
 fn latency_summary(latencies_ms: &[f64]) -> String {
     let (p50, p99) = (percentile(latencies_ms, 0.50), percentile(latencies_ms, 0.99));
     format!("p50 {p50:.1} ms, p99 {p99:.1} ms")
 }
 
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let middle = sorted.len() / 2;
-    match sorted.len() % 2 {
-        0 => (sorted[middle - 1] + sorted[middle]) / 2.0,
-        _ => sorted[middle],
-    }
-}
-
-/// `123456.7` -> `"123,457"`.
-fn thousands(value: f64) -> String {
-    let digits = format!("{value:.0}");
-    let mut out = String::new();
-    for (position, digit) in digits.chars().enumerate() {
-        if position > 0 && (digits.len() - position) % 3 == 0 && digit.is_ascii_digit() {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
-}
-
-/// `"2 CPUs (model), 23.5 GiB RAM"`, from the OS.
-fn machine_description() -> String {
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|line| line.strip_prefix("model name")?.split(':').nth(1))
-        .map_or(String::new(), |model| format!(" ({})", model.trim()));
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let memory_kib: f64 = meminfo
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix("MemTotal:")?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0);
-    format!("{cpus} CPUs{model}, {:.1} GiB RAM", memory_kib / 1024.0 / 1024.0)
-}
-
 /// The Markdown section for BENCHMARKS.md.
 fn markdown_section(args: &Args, durability: &str, runs: &[RunResult], median_rate: f64) -> String {
-    let command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    let command_line = command_line();
     let met = if median_rate >= TARGET_ITEMS_PER_SEC {
         "met"
     } else {
@@ -475,7 +306,7 @@ fn markdown_section(args: &Args, durability: &str, runs: &[RunResult], median_ra
          - Target: median >= {target} items/s: {met}\n\n\
          | run | items | seconds | items/s | bulk request latency |\n\
          |---:|---:|---:|---:|---|\n",
-        date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        date = utc_now(),
         machine = machine_description(),
         items = thousands(args.items as f64),
         batch = thousands(args.batch as f64),
@@ -502,44 +333,16 @@ fn markdown_section(args: &Args, durability: &str, runs: &[RunResult], median_ra
     out
 }
 
-/// Replaces the `## Catalog bulk upsert` section of `document` (up to the next `## `
-/// heading) with `section`, or appends `section` when there is none.
-fn upsert_markdown_section(document: &str, section: &str) -> String {
-    let (mut out, mut in_section, mut replaced) = (String::new(), false, false);
-    for line in document.split_inclusive('\n') {
-        if line.trim_end() == MARKDOWN_HEADING {
-            if !replaced {
-                out.push_str(section);
-                out.push('\n');
-            }
-            (in_section, replaced) = (true, true);
-        } else if in_section && line.starts_with("## ") {
-            in_section = false;
-        }
-        if !in_section {
-            out.push_str(line);
-        }
-    }
-    if !replaced {
-        out = match out.trim_end() {
-            "" => "# Benchmarks".to_string(),
-            existing => existing.to_string(),
-        };
-        out.push_str("\n\n");
-        out.push_str(section);
-    }
-    format!("{}\n", out.trim_end())
-}
-
 /// Creates the table, then times `--runs` runs, each on fresh ids.
 async fn run_benchmark(args: &Args, target: &Arc<Target>) -> Result<Vec<RunResult>> {
     let mut sender = target.connect().await?;
     let table = serde_json::json!({"table_name": TABLE, "description": "bench-catalog products"});
     let (status, body) = target
-        .put(
+        .send(
             &mut sender,
+            Method::PUT,
             "/v1/catalog/table",
-            "application/json",
+            Some("application/json"),
             table.to_string().into(),
         )
         .await?;
@@ -586,13 +389,9 @@ async fn main() -> Result<()> {
     let (server, target, durability) = match (&args.url, &args.key) {
         (Some(url), Some(key)) => (None, Target::parse(url, key.clone())?, "as configured on that server"),
         _ => {
-            let binary = match &args.server_bin {
-                Some(binary) => binary.clone(),
-                None => std::env::current_exe()?.with_file_name("rankstream"),
-            };
-            let secret: [u8; 24] = rand::rng().random();
-            let admin_key: String = secret.iter().map(|byte| format!("{byte:02x}")).collect();
-            let (server, url) = SpawnedServer::start(&binary, &admin_key).await?;
+            let binary = server_binary(args.server_bin.as_ref())?;
+            let admin_key = generate_key();
+            let (server, url) = SpawnedServer::start(&binary, &admin_key, &[], &[]).await?;
             eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
             (Some(server), Target::parse(&url, admin_key)?, "sync")
         }
@@ -620,9 +419,7 @@ async fn main() -> Result<()> {
 
     if let Some(path) = &args.write_markdown {
         let section = markdown_section(&args, durability, &runs, median_rate);
-        let existing = std::fs::read_to_string(path).unwrap_or_default();
-        std::fs::write(path, upsert_markdown_section(&existing, &section))
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_markdown_section(path, MARKDOWN_HEADING, &section)?;
         println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
     }
     Ok(())
