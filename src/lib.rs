@@ -5,13 +5,18 @@
 //! - [`config`]: configuration sections, layered defaults < file < environment.
 //! - [`topology`]: shards and nodes; key → shard with Kafka's murmur2 partitioner.
 //! - [`storage`]: the only module that touches RocksDB (column families, key layout,
-//!   durable batches).
-//! - [`engine`]: the shard actors and the router from keys to them; [`engine::catalog`]
-//!   holds the catalog's rules (field types, tables, reserved fields).
+//!   durable batches, the group-commit writer thread).
+//! - [`engine`]: the actors and the router from keys to them. Per shard: a
+//!   `CatalogShard` (items, users, tables) and a `ShardHost` (the shard's event log
+//!   and its live `SessionActor`s and `UserActor`s). [`engine::catalog`] holds the
+//!   catalog's rules, [`engine::event`] the event formats, [`engine::live_state`]
+//!   how live state changes and decays.
+//! - [`stream`]: Kafka: the consumer of the node's shard partitions, the producer of
+//!   REST events, dead letters.
 //! - [`keys`]: API keys, stored hashed, shared by the HTTP admin API and the CLI.
 //! - [`api`]: the hyper frontend: routing, auth, rate quota, body limits, deadline,
 //!   one file per endpoint group, and the one place errors become statuses.
-//! - [`server`]: assembles a node and stops it in order.
+//! - [`server`]: assembles a node (recovery, checkpoints, Kafka) and stops it in order.
 //! - [`clock`], [`time`]: the injected clock and timestamp formats.
 //!
 //! # Path of a request
@@ -19,16 +24,22 @@
 //! `api::serve` accepts a connection → `api::handle` applies the deadline →
 //! `api::route` matches the path (`api::routes`), authorizes the key and its scope
 //! (`api::auth`), takes a token from the key's rate bucket, reads the body under the
-//! size limit → an endpoint module (`api::catalog`, `api::users`, `api::admin`) decodes
-//! JSON and calls the [`engine::Engine`] → writes go key → shard → that shard's
-//! `CatalogShard` actor, which validates, stamps reserved fields and commits a durable
-//! RocksDB batch before replying; reads go straight to RocksDB and the table registry.
+//! size limit → an endpoint module (`api::catalog`, `api::users`, `api::events`,
+//! `api::admin`) decodes JSON and calls the [`engine::Engine`] → catalog writes go
+//! key → shard → that shard's `CatalogShard`, which validates, stamps reserved fields
+//! and commits a durable RocksDB batch before replying; reads go straight to RocksDB
+//! and the table registry; live-state reads ask the key's `ShardHost`.
 //!
 //! # Path of an event
 //!
-//! Events (REST and Kafka into session and user actors) arrive with the events issue;
-//! they will take the same key → shard route. User deletion already removes the
-//! user's indexed events (`user_events` → `events`).
+//! REST (`api::events`) or Kafka (`stream`) → one [`engine::event::Event`] →
+//! `Engine::ingest` routes it by its routing key (uid, else sid, else cid) to that
+//! shard's `ShardHost` → the host drops duplicates (event id index), gives it the
+//! next log sequence number and queues it for the group commit → once the batch is
+//! fsynced, it is applied in sequence order to the `UserActor` of its uid and the
+//! `SessionActor` of its sid (on the sid's shard) → the caller is answered when every
+//! actor the batch reached has applied it. Checkpoints persist live state; after a
+//! crash each shard replays its log past its checkpoint.
 
 pub mod api;
 pub mod clock;

@@ -2,7 +2,7 @@
 //! route (404/405) → auth and scope (401/403) → rate quota (429) → body with a size
 //! limit (413) → endpoint handler, all under one server-side deadline (408).
 //! Handlers live one file per endpoint group; errors become responses only in
-//! [`error`].
+//! `error.rs`.
 
 mod admin;
 mod auth;
