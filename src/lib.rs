@@ -13,6 +13,8 @@
 //!   how live state changes and decays.
 //! - [`stream`]: Kafka: the consumer of the node's shard partitions, the producer of
 //!   REST events, dead letters.
+//! - [`ranking`]: the model trait, the registry of models by id, and ranking of
+//!   candidates (order, limit, duplicate-id echo); pure, no HTTP.
 //! - [`keys`]: API keys, stored hashed, shared by the HTTP admin API and the CLI.
 //! - [`api`]: the hyper frontend: routing, auth, rate quota, body limits, deadline,
 //!   one file per endpoint group, and the one place errors become statuses.
@@ -46,6 +48,7 @@ pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod keys;
+pub mod ranking;
 pub mod server;
 pub mod storage;
 pub mod stream;

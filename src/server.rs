@@ -73,6 +73,7 @@ pub async fn run(
         ready: AtomicBool::new(true),
         producer,
         stream_stats,
+        models: crate::ranking::ModelRegistry::with_mocks(),
     });
     api::serve(listener, state, shutdown).await;
 

@@ -39,6 +39,9 @@ pub enum ApiError {
     Timeout(u64),
     #[error("request body exceeds {0} bytes")]
     PayloadTooLarge(usize),
+    /// `model_id` names no configured model (422 `unknown_model`).
+    #[error("{0}")]
+    UnknownModel(String),
     #[error("rate quota exceeded; retry after {0} s")]
     RateLimited(u64),
     #[error("{0}")]
@@ -70,6 +73,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "timeout"),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::UnknownModel(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_model"),
             ApiError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),

@@ -9,6 +9,7 @@ mod auth;
 mod catalog;
 mod error;
 mod events;
+mod recommend;
 mod routes;
 mod users;
 
@@ -58,6 +59,8 @@ pub struct AppState {
     pub producer: Option<crate::stream::EventProducer>,
     /// With Kafka on: the consumer's counters.
     pub stream_stats: Option<crate::stream::SharedStats>,
+    /// Ranking models by id.
+    pub models: crate::ranking::ModelRegistry,
 }
 
 /// A routed, authorized request with its whole body read.
@@ -212,6 +215,7 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         | Endpoint::CatalogItems
         | Endpoint::CatalogItemNamed => catalog::handle(state, endpoint, request).await,
         Endpoint::Users | Endpoint::User => users::handle(state, endpoint, request).await,
+        Endpoint::Recommend => recommend::handle(state, request).await,
         Endpoint::Events | Endpoint::Engagement | Endpoint::Event | Endpoint::Session | Endpoint::UserState => {
             events::handle(state, endpoint, request).await
         }

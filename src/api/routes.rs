@@ -40,6 +40,8 @@ pub enum Endpoint {
     Event,
     /// `/catalog/engagement`, also served at `/cds/engagement`
     Engagement,
+    /// `/v1/recommend`
+    Recommend,
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -72,6 +74,7 @@ impl Endpoint {
             ["v1", "events"] => Endpoint::Events,
             ["v1", "events", _] => Endpoint::Event,
             ["catalog" | "cds", "engagement"] => Endpoint::Engagement,
+            ["v1", "recommend"] => Endpoint::Recommend,
             _ => return None,
         };
         let params = match endpoint {
@@ -108,7 +111,7 @@ impl Endpoint {
                 PUT
             }
             Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed | Endpoint::User => GET_DELETE,
-            Endpoint::Users | Endpoint::Events | Endpoint::Engagement => POST,
+            Endpoint::Users | Endpoint::Events | Endpoint::Engagement | Endpoint::Recommend => POST,
             Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
         }
     }
@@ -126,6 +129,7 @@ impl Endpoint {
             Endpoint::User if method == Method::GET => "catalog:read",
             Endpoint::User | Endpoint::Users => "users:write",
             Endpoint::Events | Endpoint::Engagement => "events:write",
+            Endpoint::Recommend => "recommend",
             // Live state and the raw log expose every user's behaviour: operators only.
             Endpoint::UserState | Endpoint::Session | Endpoint::Event => "admin",
         })

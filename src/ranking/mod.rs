@@ -1,0 +1,178 @@
+//! Ranking: models are pure functions of a [`RankContext`] and candidates to
+//! scores; the [`ModelRegistry`] maps `model_id`s to them. Nothing here knows HTTP.
+
+mod mock;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+/// One item to rank, with the request's attributes for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub id: String,
+    /// Request attributes; they override the catalog's values for this request.
+    pub attributes: Map<String, Value>,
+}
+
+/// What a model may use besides the candidates.
+#[derive(Debug, Clone, Default)]
+pub struct RankContext {
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    /// Free request context (region, device, referrer...).
+    pub context: Map<String, Value>,
+    /// Unix ms.
+    pub now: i64,
+}
+
+/// Why a model did not score.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error("{0}")]
+    Refused(String),
+    #[error("model rate limited; retry after {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// A ranking model: one score per candidate, higher is better.
+pub trait Model: Send + Sync {
+    fn score(&self, context: &RankContext, candidates: &[Candidate]) -> Result<Vec<f32>, ModelError>;
+}
+
+/// The models a node serves, by id.
+pub struct ModelRegistry {
+    models: HashMap<String, Arc<dyn Model>>,
+}
+
+impl ModelRegistry {
+    /// The SPEC's reserved mock models.
+    pub fn with_mocks() -> ModelRegistry {
+        let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
+        for (id, model) in mock::all() {
+            models.insert(id.to_owned(), model);
+        }
+        ModelRegistry { models }
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<dyn Model>> {
+        self.models.get(id).cloned()
+    }
+}
+
+/// A ranked item: its position in the request, id and score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    pub index: usize,
+    pub id: String,
+    pub score: f32,
+    /// For an id given more than once: the request attributes whose values differ
+    /// within its group (SPEC recommend rule 1). Empty for unique ids.
+    pub echoed: Map<String, Value>,
+}
+
+/// Scores and orders candidates, best first (ties keep request order), keeps at
+/// most `limit`, and attaches the duplicate-group echo.
+pub fn rank(
+    model: &dyn Model,
+    context: &RankContext,
+    candidates: &[Candidate],
+    limit: Option<usize>,
+) -> Result<Vec<Ranked>, ModelError> {
+    let scores = model.score(context, candidates)?;
+    debug_assert_eq!(scores.len(), candidates.len(), "a model scores every candidate");
+    let echoes = duplicate_echoes(candidates);
+    let mut ranked: Vec<Ranked> = candidates
+        .iter()
+        .zip(scores)
+        .enumerate()
+        .map(|(index, (candidate, score))| Ranked {
+            index,
+            id: candidate.id.clone(),
+            score,
+            echoed: echoes.get(&index).cloned().unwrap_or_default(),
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+    ranked.truncate(limit.unwrap_or(usize::MAX));
+    Ok(ranked)
+}
+
+/// For each candidate whose id occurs more than once: its own values of the
+/// attributes that differ within the group.
+fn duplicate_echoes(candidates: &[Candidate]) -> HashMap<usize, Map<String, Value>> {
+    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (index, candidate) in candidates.iter().enumerate() {
+        groups.entry(candidate.id.as_str()).or_default().push(index);
+    }
+    let mut echoes = HashMap::new();
+    for members in groups.values().filter(|members| members.len() > 1) {
+        let mut names: Vec<&String> = members.iter().flat_map(|&i| candidates[i].attributes.keys()).collect();
+        names.sort();
+        names.dedup();
+        let differing: Vec<&String> = names
+            .into_iter()
+            .filter(|name| {
+                let first = candidates[members[0]].attributes.get(*name);
+                members.iter().any(|&i| candidates[i].attributes.get(*name) != first)
+            })
+            .collect();
+        for &index in members {
+            let echo: Map<String, Value> = differing
+                .iter()
+                .filter_map(|name| {
+                    candidates[index]
+                        .attributes
+                        .get(*name)
+                        .map(|v| ((*name).clone(), v.clone()))
+                })
+                .collect();
+            echoes.insert(index, echo);
+        }
+    }
+    echoes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn candidate(id: &str, attributes: Value) -> Candidate {
+        Candidate {
+            id: id.into(),
+            attributes: attributes.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn duplicates_echo_only_the_attributes_that_differ() {
+        let candidates = vec![
+            candidate("a", json!({"slot": "top", "price": 10})),
+            candidate("b", json!({"slot": "top"})),
+            candidate("a", json!({"slot": "side", "price": 10})),
+        ];
+        let echoes = duplicate_echoes(&candidates);
+        assert_eq!(echoes[&0], *json!({"slot": "top"}).as_object().unwrap());
+        assert_eq!(echoes[&2], *json!({"slot": "side"}).as_object().unwrap());
+        assert!(!echoes.contains_key(&1));
+    }
+
+    #[test]
+    fn mock_200_keeps_input_order_and_limit() {
+        let registry = ModelRegistry::with_mocks();
+        let model = registry.get("test_model_item_200").unwrap();
+        let candidates: Vec<_> = ["x", "y", "z"].iter().map(|id| candidate(id, json!({}))).collect();
+        let ranked = rank(model.as_ref(), &RankContext::default(), &candidates, Some(2)).unwrap();
+        assert_eq!(ranked.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["x", "y"]);
+        assert!(ranked[0].score > ranked[1].score);
+        let refused = registry.get("test_model_item_429").unwrap();
+        assert!(matches!(
+            rank(refused.as_ref(), &RankContext::default(), &candidates, None),
+            Err(ModelError::RateLimited { .. })
+        ));
+    }
+}

@@ -1,0 +1,194 @@
+//! `POST /v1/recommend`: the SPEC's request rules, statuses and mock models.
+
+mod common;
+
+use common::*;
+
+const RECOMMEND: &str = "/v1/recommend";
+
+fn ids(body: &Value) -> Vec<&str> {
+    body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| item["id"].as_str().expect("id"))
+        .collect()
+}
+
+#[test]
+fn mock_200_ranks_in_input_order_with_limit_and_fresh_rec_ids() {
+    let server = TestServer::start();
+    let key = server.create_key(&["recommend"], json!({"name": "ranker"}));
+    let request = json!({"user_id": "u1", "item_ids": ["a", "b", "c", "d"], "model_id": "test_model_item_200"});
+    let first = server.post(RECOMMEND, &key, request.clone());
+    let body = assert_status(&first, 200, "mock 200").clone();
+    assert_eq!(ids(&body), ["a", "b", "c", "d"]);
+    let scores: Vec<f64> = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["score"].as_f64().unwrap())
+        .collect();
+    assert!(
+        scores.windows(2).all(|pair| pair[0] > pair[1]),
+        "strictly decreasing: {scores:?}"
+    );
+    assert!(
+        body["items"][0].get("attributes").is_none(),
+        "unique ids carry no echo: {body}"
+    );
+    let again = server.post(RECOMMEND, &key, request.clone());
+    let again = assert_status(&again, 200, "mock 200 again");
+    assert_eq!(again["items"], body["items"], "deterministic scores");
+    assert_ne!(again["rec_id"], body["rec_id"], "rec_id is unique per response");
+    assert!(body["rec_id"].as_str().is_some_and(|id| !id.is_empty()));
+
+    let limited =
+        json!({"session_id": "s1", "item_ids": ["a", "b", "c"], "model_name": "test_model_item_200", "limit": 2});
+    let limited = server.post(RECOMMEND, &key, limited);
+    assert_eq!(ids(assert_status(&limited, 200, "limit")), ["a", "b"]);
+}
+
+#[test]
+fn duplicate_ids_echo_the_attributes_that_differ() {
+    let server = TestServer::start();
+    let key = server.create_key(&["recommend"], json!({"name": "ranker"}));
+    let request = json!({
+        "user_id": "u1",
+        "model_id": "test_model_item_200",
+        "items": [
+            {"id": "hotel-1", "attributes": {"room": "single", "price": 90, "city": "Oslo"}},
+            {"id": "hotel-2", "attributes": {"room": "double", "city": "Oslo"}},
+            {"id": "hotel-1", "attributes": {"room": "double", "price": 90, "city": "Oslo"}},
+        ]
+    });
+    let reply = server.post(RECOMMEND, &key, request);
+    let body = assert_status(&reply, 200, "duplicates");
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(ids(body), ["hotel-1", "hotel-2", "hotel-1"]);
+    assert_eq!(items[0]["attributes"], json!({"room": "single"}));
+    assert_eq!(items[2]["attributes"], json!({"room": "double"}));
+    assert!(items[1].get("attributes").is_none(), "{body}");
+}
+
+#[test]
+fn every_rule_and_status() {
+    let server = TestServer::start();
+    let key = server.create_key(&["recommend"], json!({"name": "ranker"}));
+    let base = json!({"user_id": "u", "item_ids": ["a"], "model_id": "test_model_item_200"});
+    let with = |changes: Value| {
+        let mut request = base.clone();
+        for (field, value) in changes.as_object().unwrap() {
+            if value.is_null() {
+                request.as_object_mut().unwrap().remove(field);
+            } else {
+                request[field] = value.clone();
+            }
+        }
+        request
+    };
+    let cases = [
+        (
+            with(json!({"items": [{"id": "a"}]})),
+            400,
+            "validation_error",
+            "item_ids and items",
+        ),
+        (
+            with(json!({"item_ids": null})),
+            400,
+            "validation_error",
+            "neither item_ids nor items",
+        ),
+        (
+            with(json!({"model_name": "other"})),
+            400,
+            "validation_error",
+            "model_id differs from model_name",
+        ),
+        (
+            with(json!({"user_id": null})),
+            422,
+            "validation_error",
+            "neither user_id nor session_id",
+        ),
+        (with(json!({"model_id": null})), 422, "validation_error", "no model"),
+        (with(json!({"limit": -1})), 422, "validation_error", "negative limit"),
+        (
+            with(json!({"item_ids": ["a", ""]})),
+            422,
+            "validation_error",
+            "empty id",
+        ),
+        (
+            with(json!({"item_ids": "a"})),
+            422,
+            "validation_error",
+            "item_ids not an array",
+        ),
+        (
+            with(json!({"item_ids": null, "items": [{"id": "a", "attributes": {"x": {"nested": 1}}}]})),
+            422,
+            "validation_error",
+            "object attribute",
+        ),
+        (
+            with(json!({"context": 5})),
+            422,
+            "validation_error",
+            "context not an object",
+        ),
+        (
+            with(json!({"model_id": "no_such_model"})),
+            422,
+            "unknown_model",
+            "unknown model",
+        ),
+        (
+            with(json!({"model_id": "test_model_item_400"})),
+            400,
+            "validation_error",
+            "mock 400",
+        ),
+        (
+            with(json!({"model_id": "test_model_item_503"})),
+            503,
+            "unavailable",
+            "mock 503",
+        ),
+    ];
+    for (request, status, code, context) in cases {
+        assert_error(&server.post(RECOMMEND, &key, request), status, code, context);
+    }
+    let too_many: Vec<String> = (0..10_001).map(|i| format!("i{i}")).collect();
+    assert_error(
+        &server.post(RECOMMEND, &key, with(json!({"item_ids": too_many}))),
+        422,
+        "validation_error",
+        "10,001 candidates",
+    );
+
+    let limited = server.send(
+        Method::POST,
+        RECOMMEND,
+        Auth::Bearer(&key),
+        Payload::Json(with(json!({"model_id": "test_model_item_429"}))),
+        &[],
+    );
+    assert_eq!(
+        limited.header("retry-after").as_deref(),
+        Some("1"),
+        "mock 429 sets Retry-After"
+    );
+    assert_error(&limited.pair(), 429, "rate_limited", "mock 429");
+
+    let reply = server.raw(Method::POST, RECOMMEND, &key, b"{not json", "application/json");
+    assert_error(&reply, 400, "malformed_json", "malformed body");
+    let reader = server.create_key(&["catalog:read"], json!({"name": "reader"}));
+    assert_error(
+        &server.post(RECOMMEND, &reader, base.clone()),
+        403,
+        "forbidden",
+        "scope",
+    );
+}
