@@ -144,13 +144,7 @@ impl Storage {
         cf: Cf,
         prefix: &'a [u8],
     ) -> impl Iterator<Item = Result<Entry, StorageError>> + 'a {
-        self.db
-            .iterator_cf(self.cf(cf), IteratorMode::From(prefix, Direction::Forward))
-            .map(|item| item.map_err(StorageError::from))
-            .take_while(move |item| match item {
-                Ok((key, _)) => key.starts_with(prefix),
-                Err(_) => true,
-            })
+        self.scan_from(cf, prefix, prefix)
     }
 
     /// Records from `start` on, while their keys start with `prefix`.

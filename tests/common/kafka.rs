@@ -1,25 +1,19 @@
 //! Kafka test support (notes/EVENTS_CONTRACT.md, "Kafka"): a tansu broker per test
-//! started with `tools/broker.sh`, a `rankstream serve --config FILE` process (the
-//! shared harness cannot pass `--config`), a producer and a partition reader.
+//! started with `tools/broker.sh`, a `rankstream serve --config FILE` server on the
+//! shared harness, a producer and a partition reader.
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread;
+use std::ops::{Deref, DerefMut};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use reqwest::blocking::Client;
 use tempfile::TempDir;
 
-use crate::common::{assert_status, json, poll_every, user_state_path, StatusCode, Value};
+use crate::common::{assert_status, json, poll_every, user_state_path, StatusCode, TestServer, Value};
 
 pub const EVENTS_TOPIC: &str = "rankstream-events";
 pub const ENGAGEMENT_TOPIC: &str = "rankstream-engagement";
@@ -27,8 +21,6 @@ pub const DEAD_LETTER_TOPIC: &str = "rankstream-dead-letter";
 pub const SHARDS: u16 = 8;
 /// Deadline of every wait on the broker or the server.
 pub const WAIT: Duration = Duration::from_secs(20);
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
-const LISTENING_PREFIX: &str = "rankstream listening on ";
 
 fn repo() -> &'static str {
     env!("CARGO_MANIFEST_DIR")
@@ -216,141 +208,50 @@ pub fn header(message: &OwnedMessage, name: &str) -> Option<String> {
         .map(|h| String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned())
 }
 
-/// `rankstream serve --config FILE --bind 127.0.0.1:0 --data-dir DIR` with Kafka on.
+/// `rankstream serve --config FILE` with Kafka on: the shared harness plus the
+/// config file, which lives as long as the server and is reused by `restart`.
 pub struct KafkaServer {
-    pub base_url: String,
-    pub admin_key: String,
-    data_dir: TempDir,
-    config_file: PathBuf,
-    child: Option<Child>,
-    client: Client,
-    output: Arc<Mutex<VecDeque<String>>>,
+    server: TestServer,
+    _config_dir: TempDir,
+}
+
+impl Deref for KafkaServer {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.server
+    }
+}
+
+impl DerefMut for KafkaServer {
+    fn deref_mut(&mut self) -> &mut TestServer {
+        &mut self.server
+    }
 }
 
 impl KafkaServer {
     pub fn start(config: &str) -> KafkaServer {
-        let data_dir = tempfile::Builder::new()
-            .prefix("rankstream-kafka-test-")
+        let config_dir = tempfile::Builder::new()
+            .prefix("rankstream-kafka-config-")
             .tempdir()
-            .expect("data dir");
-        let config_file = data_dir.path().with_extension("toml");
+            .expect("config dir");
+        let config_file = config_dir.path().join("kafka.toml");
         std::fs::write(&config_file, config).expect("write config file");
-        let mut server = KafkaServer {
-            base_url: String::new(),
-            admin_key: format!("test-admin-{:x}", unique()),
-            data_dir,
-            config_file,
-            child: None,
-            client: Client::builder()
-                .no_proxy()
-                .timeout(Duration::from_secs(60))
-                .build()
-                .unwrap(),
-            output: Arc::default(),
-        };
-        server.spawn();
-        server
-    }
-
-    pub fn data_path(&self) -> &Path {
-        self.data_dir.path()
-    }
-
-    pub fn output(&self) -> String {
-        self.output
-            .lock()
-            .unwrap()
-            .iter()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    fn spawn(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rankstream"))
-            .arg("serve")
-            .arg("--config")
-            .arg(&self.config_file)
-            .args(["--bind", "127.0.0.1:0", "--data-dir"])
-            .arg(self.data_dir.path())
-            .env("RANKSTREAM_ADMIN_KEY", &self.admin_key)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rankstream");
-        let (sender, lines) = mpsc::channel();
-        drain(child.stdout.take().unwrap(), self.output.clone(), Some(sender));
-        drain(child.stderr.take().unwrap(), self.output.clone(), None);
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(line) => {
-                    if let Some(url) = line.trim().strip_prefix(LISTENING_PREFIX) {
-                        self.base_url = url.trim_end_matches('/').to_string();
-                        self.child = Some(child);
-                        return;
-                    }
-                }
-                Err(error) => {
-                    let _ = child.kill();
-                    let status = child.wait();
-                    panic!(
-                        "server did not start ({error:?}, {status:?}); output:\n{}",
-                        self.output()
-                    );
-                }
-            }
+        let config_arg = config_file.to_str().expect("utf-8 temp path");
+        let server = TestServer::start_with(&[], &["--config", config_arg]);
+        KafkaServer {
+            server,
+            _config_dir: config_dir,
         }
     }
 
-    /// SIGTERM, then waits (bounded) for exit code 0.
-    pub fn stop(&mut self) {
-        let mut child = self.child.take().expect("server is not running");
-        let pid = child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let status = poll_every(
-            Duration::from_millis(50),
-            Duration::from_secs(60),
-            "exit after SIGTERM",
-            || child.try_wait().unwrap().ok_or_else(|| "still running".to_string()),
-        );
-        assert!(
-            status.success(),
-            "exit status {status} after SIGTERM; output:\n{}",
-            self.output()
-        );
-    }
-
-    /// SIGKILL: no chance to flush anything.
-    pub fn kill(&mut self) {
-        let mut child = self.child.take().expect("server is not running");
-        child.kill().expect("SIGKILL");
-        child.wait().expect("wait for the killed server");
-    }
-
-    /// Starts again on the same data dir and config file.
-    pub fn restart(&mut self) {
-        assert!(self.child.is_none(), "stop or kill the server first");
-        self.spawn();
-    }
-
+    /// GET with the admin key.
     pub fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.request(self.client.get(format!("{}{path}", self.base_url)), path)
+        self.server.admin_get(path)
     }
 
+    /// POST with the admin key.
     pub fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
-        self.request(self.client.post(format!("{}{path}", self.base_url)).json(body), path)
-    }
-
-    fn request(&self, request: reqwest::blocking::RequestBuilder, path: &str) -> (StatusCode, Value) {
-        let response = request
-            .bearer_auth(&self.admin_key)
-            .send()
-            .unwrap_or_else(|error| panic!("{path}: {error}; output:\n{}", self.output()));
-        let status = response.status();
-        let body = response.json().unwrap_or(Value::Null);
-        (status, body)
+        self.server.admin_post(path, body.clone())
     }
 
     /// The `kafka` object of `/v1/admin/stats`.
@@ -394,41 +295,4 @@ impl KafkaServer {
             }
         })
     }
-}
-
-impl Drop for KafkaServer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = std::fs::remove_file(&self.config_file);
-    }
-}
-
-/// Keeps the last lines of `stream` in `log`, forwarding them to `lines_to` while
-/// someone listens; reads to EOF so the server never blocks on a full pipe.
-fn drain(
-    stream: impl Read + Send + 'static,
-    log: Arc<Mutex<VecDeque<String>>>,
-    lines_to: Option<mpsc::Sender<String>>,
-) {
-    thread::spawn(move || {
-        let mut reader = BufReader::new(stream);
-        let mut buffer = Vec::new();
-        while let Ok(1..) = reader.read_until(b'\n', &mut buffer) {
-            let line = String::from_utf8_lossy(&buffer).trim_end().to_string();
-            buffer.clear();
-            {
-                let mut log = log.lock().unwrap();
-                if log.len() >= 400 {
-                    log.pop_front();
-                }
-                log.push_back(line.clone());
-            }
-            if let Some(sender) = &lines_to {
-                let _ = sender.send(line);
-            }
-        }
-    });
 }

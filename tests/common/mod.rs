@@ -104,6 +104,8 @@ pub struct TestServer {
     pub child: Option<Child>,
     /// Extra environment (config overrides) applied on every start.
     env: Vec<(String, String)>,
+    /// Extra `serve` arguments (e.g. `--config FILE`) applied on every start.
+    args: Vec<String>,
     /// HTTP client shared by all requests of the test (no proxy, 60 s timeout).
     client: Client,
     /// Last lines of stdout and stderr of every start, for failure messages.
@@ -117,6 +119,11 @@ impl TestServer {
 
     /// Starts a server with extra environment, e.g. `("RANKSTREAM__SERVER__BODY_LIMIT_BYTES", "1024")`.
     pub fn start_with_env(env: &[(&str, &str)]) -> TestServer {
+        TestServer::start_with(env, &[])
+    }
+
+    /// Starts a server with extra environment and extra `serve` arguments.
+    pub fn start_with(env: &[(&str, &str)], args: &[&str]) -> TestServer {
         let data_dir = Arc::new(
             tempfile::Builder::new()
                 .prefix("rankstream-test-")
@@ -132,6 +139,7 @@ impl TestServer {
                 .iter()
                 .map(|(name, value)| (name.to_string(), value.to_string()))
                 .collect(),
+            args: args.iter().map(|arg| arg.to_string()).collect(),
             client: Client::builder()
                 .no_proxy()
                 .timeout(Duration::from_secs(60))
@@ -200,6 +208,7 @@ impl TestServer {
         command
             .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
             .arg(self.data_dir.path())
+            .args(&self.args)
             .env("RANKSTREAM_ADMIN_KEY", &self.admin_key)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
