@@ -25,6 +25,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Event streams over Kafka.
     pub kafka: KafkaConfig,
+    /// Learners fed by the event stream, and the models file.
+    pub training: TrainingConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -121,6 +123,24 @@ pub struct EngineConfig {
     pub user_half_life_ms: u64,
     /// How often live state is persisted and the crash-replay point moved forward.
     pub checkpoint_interval_ms: u64,
+    /// How long the ranking path waits for a session's or user's live state.
+    pub state_read_deadline_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingConfig {
+    /// The model registry (`config/models.toml` shape); empty means the embedded one.
+    pub models_file: String,
+    /// How often the learned artifacts are written to the `models` column family.
+    pub persist_interval_ms: u64,
+    /// How often the artifacts are rebuilt from the event log (deleted users drop out).
+    pub retrain_interval_ms: u64,
+    /// Time for an item's popularity to halve.
+    pub popularity_half_life_ms: u64,
+    /// Popularity is also counted per value of this event property and request
+    /// `context` field (a segment such as region or device); empty: overall only.
+    pub segment_field: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -178,6 +198,13 @@ impl Config {
             ("engine.session_half_life_ms", engine.session_half_life_ms),
             ("engine.user_half_life_ms", engine.user_half_life_ms),
             ("engine.checkpoint_interval_ms", engine.checkpoint_interval_ms),
+            ("engine.state_read_deadline_ms", engine.state_read_deadline_ms),
+            ("training.persist_interval_ms", self.training.persist_interval_ms),
+            ("training.retrain_interval_ms", self.training.retrain_interval_ms),
+            (
+                "training.popularity_half_life_ms",
+                self.training.popularity_half_life_ms,
+            ),
         ] {
             if value == 0 {
                 problems.push(format!("{name} must be > 0"));

@@ -54,3 +54,4 @@ pub mod storage;
 pub mod stream;
 pub mod time;
 pub mod topology;
+pub mod training;

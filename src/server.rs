@@ -8,14 +8,16 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
-use crate::api::{self, AppState, RateLimits};
+use crate::api::{self, AppState, RankingStats, RateLimits};
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::keys::KeyStore;
+use crate::ranking::ModelRegistry;
 use crate::storage::Storage;
 use crate::stream::{start_consumer, EventProducer, SharedStats};
 use crate::topology::{Topology, SINGLE_TOML};
+use crate::training::Training;
 
 /// Runs a node until `shutdown` resolves: serves, then drains in-flight requests,
 /// stops the shard actors and flushes RocksDB. Must run inside an actix `System`.
@@ -34,7 +36,15 @@ pub async fn run(
         println!("bootstrap admin key: {secret}");
         println!("(shown once; keep it, or set RANKSTREAM_ADMIN_KEY to choose your own)");
     }
-    let engine = Arc::new(Engine::start(storage.clone(), topology, clock, &config.engine)?);
+    let training = Training::start(storage.clone(), topology.shards, config.training.clone())?;
+    let models = load_models(&config, &training)?;
+    let engine = Arc::new(Engine::start(
+        storage.clone(),
+        topology,
+        clock,
+        &config.engine,
+        training.clone(),
+    )?);
     let replayed = engine.recover().await?;
     tracing::info!(replayed, "live state recovered");
     let checkpoints = tokio::spawn(checkpoint_loop(engine.clone(), config.engine.checkpoint_interval_ms));
@@ -73,7 +83,12 @@ pub async fn run(
         ready: AtomicBool::new(true),
         producer,
         stream_stats,
-        models: crate::ranking::ModelRegistry::with_mocks(),
+        models,
+        training: training.clone(),
+        ranking: RankingStats {
+            state_deadline_ms: config.engine.state_read_deadline_ms,
+            ..RankingStats::default()
+        },
     });
     api::serve(listener, state, shutdown).await;
 
@@ -87,6 +102,7 @@ pub async fn run(
     tracing::info!("stopping shard actors and flushing storage");
     tokio::task::spawn_blocking(move || {
         engine.stop();
+        training.stop();
         storage.flush()
     })
     .await??;
@@ -104,6 +120,16 @@ async fn checkpoint_loop(engine: Arc<Engine>, interval_ms: u64) {
             tracing::warn!(%error, "checkpoint failed; retrying at the next interval");
         }
     }
+}
+
+fn load_models(config: &Config, training: &Arc<Training>) -> anyhow::Result<ModelRegistry> {
+    let file = &config.training.models_file;
+    let text = if file.is_empty() {
+        crate::ranking::DEFAULT_MODELS_TOML.to_owned()
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading models file {file}"))?
+    };
+    Ok(ModelRegistry::load(&text, training)?)
 }
 
 fn load_topology(config: &Config) -> anyhow::Result<Topology> {

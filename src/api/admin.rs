@@ -2,6 +2,8 @@
 
 use hyper::StatusCode;
 use serde::Deserialize;
+use std::sync::atomic::Ordering;
+
 use serde_json::{json, Value};
 
 use super::routes::Endpoint;
@@ -54,7 +56,24 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
         }
         (Endpoint::AdminStats, _) => {
             let stream = state.stream_stats.as_ref().map(|stats| stats.to_json());
-            ok(&json!({ "kafka": stream }))
+            let trained = state.training.read();
+            let models = json!({
+                "events_learned": trained.events,
+                "items": trained.items.len(),
+                "ltr_examples": trained.ltr.examples(),
+                "ltr_trained": trained.ltr.weights().is_some(),
+            });
+            drop(trained);
+            let ranking = json!({
+                "state_read_deadline_ms": state.ranking.state_deadline_ms,
+                "state_read_timeouts": state.ranking.state_timeouts.load(Ordering::Relaxed),
+                "state_read_errors": state.ranking.state_errors.load(Ordering::Relaxed),
+            });
+            ok(&json!({ "kafka": stream, "models": models, "ranking": ranking }))
+        }
+        (Endpoint::AdminRetrain, _) => {
+            let report = state.training.retrain().await.map_err(ApiError::Unavailable)?;
+            ok(&json!(report))
         }
         (Endpoint::AdminKeys, _) => {
             let keys: Vec<Value> = state.keys.list().iter().map(|key| key.view()).collect();

@@ -61,6 +61,21 @@ pub struct AppState {
     pub stream_stats: Option<crate::stream::SharedStats>,
     /// Ranking models by id.
     pub models: crate::ranking::ModelRegistry,
+    /// The learners and their artifacts.
+    pub training: Arc<crate::training::Training>,
+    /// Live-state reads on the ranking path: deadline and misses.
+    pub ranking: RankingStats,
+}
+
+/// How the ranking path fares reading live state.
+#[derive(Debug, Default)]
+pub struct RankingStats {
+    /// Deadline of a live-state read, in ms.
+    pub state_deadline_ms: u64,
+    /// Reads that missed the deadline (the request was ranked without that state).
+    pub state_timeouts: std::sync::atomic::AtomicU64,
+    /// Reads that failed.
+    pub state_errors: std::sync::atomic::AtomicU64,
 }
 
 /// A routed, authorized request with its whole body read.
@@ -205,7 +220,7 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         Endpoint::Healthz => ok(&json!({ "status": "ok" })),
         Endpoint::Readyz if state.ready.load(Ordering::SeqCst) => ok(&json!({ "status": "ready" })),
         Endpoint::Readyz => Err(ApiError::Unavailable("shutting down".into())),
-        Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats => {
+        Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats | Endpoint::AdminRetrain => {
             admin::handle(state, endpoint, request).await
         }
         Endpoint::CatalogTable

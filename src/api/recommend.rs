@@ -1,9 +1,19 @@
-//! `POST /v1/recommend`: rank a caller's candidates with a named model.
+//! `POST /v1/recommend`: rank a caller's candidates with a named model, from the
+//! session's and user's live state, and record what was shown under the `rec_id`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::ranking::{rank, Candidate, ModelError, RankContext};
+use crate::engine::StateKey;
+use crate::ranking::{rank, Candidate, ItemFeatures, ModelError, RankContext, Ranked, Signals};
+use crate::training::RecRecord;
+
+/// Recent items whose embeddings make the profile vector.
+const PROFILE_ITEMS: usize = 10;
 
 /// Most candidates in one request (DESIGN.md §7).
 const MAX_CANDIDATES: usize = 10_000;
@@ -13,18 +23,11 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         return Err(ApiError::validation("the body must be a JSON object"));
     };
     let model_id = model_id(&body)?;
-    let candidates = candidates(&body)?;
-    let context = RankContext {
-        user_id: optional_string(&body, "user_id")?,
-        session_id: optional_string(&body, "session_id")?,
-        context: match body.get("context") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(context)) => context.clone(),
-            Some(_) => return Err(ApiError::validation("\"context\" must be an object")),
-        },
-        now: state.engine.now_millis(),
-    };
-    if context.user_id.is_none() && context.session_id.is_none() {
+    let mut candidates = candidates(&body)?;
+    let user_id = optional_string(&body, "user_id")?;
+    let session_id = optional_string(&body, "session_id")?;
+    let request_context = request_context(&body)?;
+    if user_id.is_none() && session_id.is_none() {
         return Err(ApiError::validation(
             "one of \"user_id\" and \"session_id\" is required",
         ));
@@ -41,11 +44,11 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         .models
         .get(&model_id)
         .ok_or_else(|| ApiError::UnknownModel(format!("no model {model_id:?} is configured")))?;
-    let ranked = rank(model.as_ref(), &context, &candidates, limit).map_err(|error| match error {
-        ModelError::Refused(message) => ApiError::InvalidCombination(message),
-        ModelError::RateLimited { retry_after_secs } => ApiError::RateLimited(retry_after_secs),
-        ModelError::Unavailable(message) => ApiError::Unavailable(message),
-    })?;
+    attach_features(state, &mut candidates);
+    let context = rank_context(state, user_id, session_id, request_context).await;
+    let ranked = rank(model.as_ref(), &context, &candidates, limit).map_err(model_error)?;
+    let rec_id = uuid::Uuid::now_v7().to_string();
+    record_shown(state, &rec_id, &model_id, &context, &ranked);
     let items: Vec<Value> = ranked
         .into_iter()
         .map(|item| {
@@ -56,7 +59,135 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
             out
         })
         .collect();
-    ok(&json!({ "rec_id": uuid::Uuid::now_v7().to_string(), "items": items }))
+    ok(&json!({ "rec_id": rec_id, "items": items }))
+}
+
+/// How a model's refusal reaches the client.
+pub(super) fn model_error(error: ModelError) -> ApiError {
+    match error {
+        ModelError::Refused(message) => ApiError::InvalidCombination(message),
+        ModelError::RateLimited { retry_after_secs } => ApiError::RateLimited(retry_after_secs),
+        ModelError::Unavailable(message) => ApiError::Unavailable(message),
+    }
+}
+
+/// The optional `context` object: request features (region, device, ...).
+pub(super) fn request_context(body: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+    match body.get("context") {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(context)) => Ok(context.clone()),
+        Some(_) => Err(ApiError::validation("\"context\" must be an object")),
+    }
+}
+
+/// What the models rank with: the session's and user's live signals, read from
+/// their actors under the configured deadline (past it, ranking goes on without
+/// them and the miss is counted), and the profile embedding of their recent items.
+pub(super) async fn rank_context(
+    state: &AppState,
+    user_id: Option<String>,
+    session_id: Option<String>,
+    context: Map<String, Value>,
+) -> RankContext {
+    let now = state.engine.now_millis();
+    let read = |key: Option<StateKey>| async move {
+        let key = key?;
+        let deadline = Duration::from_millis(state.ranking.state_deadline_ms);
+        match tokio::time::timeout(deadline, state.engine.read_state(key.clone())).await {
+            Ok(Ok(Some((live, _)))) => {
+                let decay = state.engine.decay(&key);
+                Some(Signals {
+                    recent: live.recent.iter().rev().map(|i| i.item_id.clone()).collect(),
+                    affinities: live.affinities_at(now, decay.half_life_ms),
+                })
+            }
+            Ok(Ok(None)) => None,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, key = key.key(), "live state unreadable; ranking without it");
+                state.ranking.state_errors.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(_) => {
+                state.ranking.state_timeouts.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    };
+    let (session, user) = futures::join!(
+        read(session_id.clone().map(StateKey::Session)),
+        read(user_id.clone().map(StateKey::User))
+    );
+    let profile_embedding = profile_embedding(state, session.as_ref().or(user.as_ref()));
+    RankContext {
+        user_id,
+        session_id,
+        context,
+        now,
+        session,
+        user,
+        profile_embedding,
+    }
+}
+
+/// The mean embedding of the latest visited items that carry one.
+fn profile_embedding(state: &AppState, signals: Option<&Signals>) -> Option<Vec<f32>> {
+    let mut sum: Option<Vec<f32>> = None;
+    let mut count = 0;
+    for id in signals?.recent.iter().rev().take(PROFILE_ITEMS) {
+        let Some(features) = state.engine.items().features(id) else {
+            continue;
+        };
+        let Some(embedding) = &features.embedding else { continue };
+        let total = sum.get_or_insert_with(|| vec![0.0; embedding.len()]);
+        if total.len() == embedding.len() {
+            total.iter_mut().zip(embedding).for_each(|(t, e)| *t += e);
+            count += 1;
+        }
+    }
+    sum.map(|total| total.into_iter().map(|t| t / count as f32).collect())
+}
+
+/// Each candidate's catalog features; request attributes that name a field of the
+/// item's table override the stored value for this request, others are ignored.
+pub(super) fn attach_features(state: &AppState, candidates: &mut [Candidate]) {
+    let items = state.engine.items();
+    for candidate in candidates {
+        candidate.features = if candidate.attributes.is_empty() {
+            items.features(&candidate.id)
+        } else {
+            items.find(&candidate.id, None).map(|mut row| {
+                let table = row.get("_table").and_then(Value::as_str).unwrap_or_default().to_owned();
+                for (name, value) in &candidate.attributes {
+                    if items.has_field(&table, name) {
+                        row.insert(name.clone(), value.clone());
+                    }
+                }
+                Arc::new(ItemFeatures::from_row(&row))
+            })
+        };
+    }
+}
+
+/// Stores what a learned model showed under `rec_id`, so later events carrying the
+/// `rec_id` become training examples. Mock models have nothing to learn from.
+pub(super) fn record_shown(state: &AppState, rec_id: &str, model_id: &str, context: &RankContext, ranked: &[Ranked]) {
+    let shown: Vec<_> = ranked
+        .iter()
+        .filter_map(|item| Some((item.id.clone(), item.features?)))
+        .collect();
+    if shown.is_empty() {
+        return;
+    }
+    let record = RecRecord {
+        at: context.now,
+        uid: context.user_id.clone(),
+        sid: context.session_id.clone(),
+        model: model_id.to_owned(),
+        shown,
+    };
+    if let Err(error) = state.training.record(rec_id, &record) {
+        tracing::warn!(%error, rec_id, "recording a ranking failed; its outcomes will not be learned");
+    }
 }
 
 /// `model_id`, or the legacy `model_name`; both present and different is a 400.
@@ -93,6 +224,7 @@ fn candidates(body: &Map<String, Value>) -> Result<Vec<Candidate>, ApiError> {
                     Ok(Candidate {
                         id: item_id(id, "item_ids")?,
                         attributes: Map::new(),
+                        features: None,
                     })
                 })
                 .collect::<Result<Vec<_>, ApiError>>()?
@@ -136,7 +268,11 @@ fn item_candidate(item: &Value) -> Result<Candidate, ApiError> {
         }
         Some(_) => return Err(ApiError::validation("\"attributes\" must be an object")),
     };
-    Ok(Candidate { id, attributes })
+    Ok(Candidate {
+        id,
+        attributes,
+        features: None,
+    })
 }
 
 fn item_id(value: &Value, field: &str) -> Result<String, ApiError> {

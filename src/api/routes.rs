@@ -42,6 +42,8 @@ pub enum Endpoint {
     Engagement,
     /// `/v1/recommend`
     Recommend,
+    /// `/v1/admin/models/retrain`
+    AdminRetrain,
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -61,6 +63,7 @@ impl Endpoint {
             ["v1", "admin", "keys"] => Endpoint::AdminKeys,
             ["v1", "admin", "keys", _] => Endpoint::AdminKey,
             ["v1", "admin", "stats"] => Endpoint::AdminStats,
+            ["v1", "admin", "models", "retrain"] => Endpoint::AdminRetrain,
             ["v1", "catalog", "table"] => Endpoint::CatalogTable,
             ["v1", "catalog", "table", _] => Endpoint::CatalogTableNamed,
             ["v1", "catalog", "table", _, "fields", _] => Endpoint::CatalogTableField,
@@ -111,7 +114,11 @@ impl Endpoint {
                 PUT
             }
             Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed | Endpoint::User => GET_DELETE,
-            Endpoint::Users | Endpoint::Events | Endpoint::Engagement | Endpoint::Recommend => POST,
+            Endpoint::Users
+            | Endpoint::Events
+            | Endpoint::Engagement
+            | Endpoint::Recommend
+            | Endpoint::AdminRetrain => POST,
             Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
         }
     }
@@ -120,7 +127,7 @@ impl Endpoint {
     pub fn scope(self, method: &Method) -> Option<&'static str> {
         Some(match self {
             Endpoint::Healthz | Endpoint::Readyz => return None,
-            Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats => "admin",
+            Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats | Endpoint::AdminRetrain => "admin",
             Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
                 "catalog:write"
             }

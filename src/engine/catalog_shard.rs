@@ -10,7 +10,7 @@ use actix::{Actor, Context, Handler, Message, MessageResult};
 use serde_json::{Map, Value};
 
 use super::catalog::{
-    prepare_row, stamp_row, CatalogError, Relation, RowKind, StoredTimes, TableRecord, TableRegistry,
+    prepare_row, stamp_row, CatalogError, ItemReader, Relation, RowKind, StoredTimes, TableRecord, TableRegistry,
 };
 use crate::clock::SharedClock;
 use crate::storage::{keys, Cf, Storage};
@@ -22,6 +22,8 @@ pub struct CatalogShard {
     shard: ShardId,
     storage: Storage,
     tables: Arc<TableRegistry>,
+    /// Told of every item write, so cached ranking features do not go stale.
+    items: Arc<ItemReader>,
     clock: SharedClock,
     /// Capacity of the bounded mailbox.
     mailbox: usize,
@@ -32,6 +34,7 @@ impl CatalogShard {
         shard: ShardId,
         storage: Storage,
         tables: Arc<TableRegistry>,
+        items: Arc<ItemReader>,
         clock: SharedClock,
         mailbox: usize,
     ) -> Self {
@@ -39,6 +42,7 @@ impl CatalogShard {
             shard,
             storage,
             tables,
+            items,
             clock,
             mailbox,
         }
@@ -129,6 +133,13 @@ impl Handler<UpsertRows> for CatalogShard {
                 *result = Err(CatalogError::Unavailable(format!("write failed: {message}")));
             }
         }
+        if kind == RowKind::Item {
+            for row in results.iter().flatten() {
+                if let Some(Value::String(id)) = row.get("id") {
+                    self.items.forget(id);
+                }
+            }
+        }
         MessageResult(results)
     }
 }
@@ -175,7 +186,9 @@ impl Handler<DeleteItem> for CatalogShard {
             );
             batch.put(Cf::Items, &key, &serde_json::to_vec(&row).expect("json map serializes"));
         }
-        Ok(batch.commit()?)
+        batch.commit()?;
+        self.items.forget(&message.id);
+        Ok(())
     }
 }
 
@@ -240,7 +253,9 @@ impl Handler<DropTableRows> for CatalogShard {
         let (from, to) = keys::table_range(self.shard, &message.table);
         let mut batch = self.storage.batch();
         batch.delete_range(Cf::Items, &from, &to);
-        Ok(batch.commit()?)
+        batch.commit()?;
+        self.items.forget_all();
+        Ok(())
     }
 }
 

@@ -95,7 +95,7 @@ impl InteractionKind {
     }
 
     /// Affinity weight of one such event.
-    fn weight(self, dwell_ms: Option<f64>) -> f64 {
+    pub fn weight(self, dwell_ms: Option<f64>) -> f64 {
         match self {
             InteractionKind::View | InteractionKind::Other => 1.0,
             InteractionKind::Click => 2.0,
@@ -107,7 +107,8 @@ impl InteractionKind {
     }
 }
 
-/// The affinity keys an item contributes: its groups, tags and price band.
+/// The affinity keys an item contributes: its groups, tags, promo tags, guide
+/// languages, age range, price band and availability.
 pub fn affinity_keys(item: &Map<String, Value>) -> Vec<String> {
     let mut keys = Vec::new();
     for (field, prefix) in [
@@ -115,6 +116,12 @@ pub fn affinity_keys(item: &Map<String, Value>) -> Vec<String> {
         ("group", "group"),
         ("category", "group"),
         ("tags", "tag"),
+        ("promo_tags", "tag"),
+        ("language", "lang"),
+        ("languages", "lang"),
+        ("attraction_live_guide_languages", "lang"),
+        ("age_range", "age"),
+        ("attraction_age_range", "age"),
     ] {
         match item.get(field) {
             Some(Value::String(value)) => keys.push(format!("{prefix}:{value}")),
@@ -130,7 +137,29 @@ pub fn affinity_keys(item: &Map<String, Value>) -> Vec<String> {
     if let Some(price) = item.get("price").and_then(Value::as_f64).filter(|p| *p >= 0.0) {
         keys.push(format!("price_band:{}", (price + 1.0).log2().floor() as i64));
     }
+    if let Some(available) = availability(item) {
+        keys.push(format!("available:{available}"));
+    }
     keys
+}
+
+/// Whether the catalog says an item can be had: `availability` as a boolean, a
+/// count, or a word ("available", "in_stock", "sold_out", ...); a soft-deleted item
+/// cannot. `None` when the item does not say.
+pub fn availability(item: &Map<String, Value>) -> Option<bool> {
+    if item.get("is_deleted") == Some(&Value::Bool(true)) {
+        return Some(false);
+    }
+    match item.get("availability").or_else(|| item.get("available"))? {
+        Value::Bool(available) => Some(*available),
+        Value::Number(count) => count.as_f64().map(|count| count > 0.0),
+        Value::String(word) => match word.to_ascii_lowercase().replace([' ', '-'], "_").as_str() {
+            "available" | "in_stock" | "instock" | "yes" | "true" | "open" | "bookable" | "limited" => Some(true),
+            "unavailable" | "sold_out" | "out_of_stock" | "outofstock" | "no" | "false" | "closed" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The live state of one session or user.

@@ -22,11 +22,12 @@ use crate::clock::SharedClock;
 use crate::config::EngineConfig;
 use crate::storage::{keys, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{ShardId, Topology};
+use crate::training::Training;
 use catalog::{id_of, CatalogError, FieldType, ItemReader, Relation, RowKind, TableRecord, TableRegistry, USERS_TABLE};
 pub use catalog_shard::{CatalogShard, RowResult};
 use catalog_shard::{DeleteItem, DeleteUser, DropTableRows, PutTable, UpsertRows};
 use event::Event;
-pub use live_actor::{LiveActor, SessionActor, UserActor};
+pub use live_actor::{LiveActor, SequencedEvent, SessionActor, UserActor};
 use live_state::{DecayParams, LiveState};
 pub use shard_host::StateKey;
 use shard_host::{
@@ -37,6 +38,8 @@ use shard_host::{
 pub struct Engine {
     storage: Storage,
     tables: Arc<TableRegistry>,
+    /// Catalog reads and cached ranking features for the ranking path.
+    items: Arc<ItemReader>,
     topology: Topology,
     /// One catalog actor per shard, indexed by shard id.
     shards: Vec<Addr<CatalogShard>>,
@@ -91,6 +94,7 @@ impl Engine {
         topology: Topology,
         clock: SharedClock,
         config: &EngineConfig,
+        training: Arc<Training>,
     ) -> Result<Engine, EngineError> {
         if topology.nodes.len() != 1 {
             return Err(EngineError::Topology(format!(
@@ -112,6 +116,7 @@ impl Engine {
                 shard,
                 storage.clone(),
                 tables.clone(),
+                items.clone(),
                 clock.clone(),
                 config.shard_mailbox,
             );
@@ -124,6 +129,7 @@ impl Engine {
                 commits.clone(),
                 items.clone(),
                 hosts.clone(),
+                training.clone(),
                 clock.clone(),
                 live,
             )?;
@@ -134,6 +140,7 @@ impl Engine {
         Ok(Engine {
             storage,
             tables,
+            items,
             topology,
             shards,
             hosts,
@@ -309,6 +316,11 @@ impl Engine {
             .send(ReadState(key))
             .await
             .map_err(mailbox_error)?
+    }
+
+    /// The catalog's items as the ranking path reads them.
+    pub fn items(&self) -> &ItemReader {
+        &self.items
     }
 
     /// The decay settings snapshots are computed with.

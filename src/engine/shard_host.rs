@@ -33,6 +33,7 @@ use super::live_state::{DecayParams, LiveState};
 use crate::clock::SharedClock;
 use crate::storage::{keys, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{shard_for, ShardId};
+use crate::training::Training;
 
 /// Settings of live state, from `[engine]`.
 #[derive(Debug, Clone, Copy)]
@@ -146,6 +147,8 @@ pub struct ShardHost {
     commits: CommitQueue,
     items: Arc<ItemReader>,
     router: Arc<HostRouter>,
+    /// Learns every event once it is durable.
+    training: Arc<Training>,
     clock: SharedClock,
     config: LiveConfig,
     /// The sequence number the next accepted event gets.
@@ -168,6 +171,7 @@ impl ShardHost {
         commits: CommitQueue,
         items: Arc<ItemReader>,
         router: Arc<HostRouter>,
+        training: Arc<Training>,
         clock: SharedClock,
         config: LiveConfig,
     ) -> Result<ShardHost, StorageError> {
@@ -181,6 +185,7 @@ impl ShardHost {
             commits,
             items,
             router,
+            training,
             clock,
             config,
             next_seq,
@@ -224,6 +229,7 @@ impl ShardHost {
         if let Some(last) = sequenced.last() {
             self.last_applied = last.seq;
         }
+        self.training.observe(sequenced.clone());
         let (done, applied) = completion();
         self.route(context, sequenced, done);
         let error = result.err().map(|error| error.to_string());

@@ -1,12 +1,27 @@
 //! Ranking: models are pure functions of a [`RankContext`] and candidates to
-//! scores; the [`ModelRegistry`] maps `model_id`s to them. Nothing here knows HTTP.
+//! scores; the [`ModelRegistry`] maps `model_id`s to them (`config/models.toml`).
+//! Nothing here knows HTTP.
+//!
+//! - [`features`]: what ranking knows of an item (affinity keys, embedding, availability).
+//! - `components`: the feature columns every learned model scores with.
+//! - `learned`: the models over them (one feature, a blend, the learned ranker).
+//! - `registry`: `config/models.toml` → models; `mock`: the SPEC's mock models.
 
+mod components;
+pub mod features;
+mod learned;
 mod mock;
+mod registry;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+
+pub use crate::training::ltr::{Feature, FeatureVector, FEATURES};
+pub use components::feature_vectors;
+pub use features::ItemFeatures;
+pub use registry::{RegistryError, DEFAULT_MODELS_TOML};
 
 /// One item to rank, with the request's attributes for it.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,6 +29,17 @@ pub struct Candidate {
     pub id: String,
     /// Request attributes; they override the catalog's values for this request.
     pub attributes: Map<String, Value>,
+    /// The catalog's view of the item (with the request's overrides); `None` if unknown.
+    pub features: Option<Arc<ItemFeatures>>,
+}
+
+/// The live signals of a session or user at ranking time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Signals {
+    /// Items interacted with, oldest first.
+    pub recent: Vec<String>,
+    /// Affinity to item attributes (`group:…`, `tag:…`, …), decayed to now.
+    pub affinities: BTreeMap<String, f64>,
 }
 
 /// What a model may use besides the candidates.
@@ -25,6 +51,10 @@ pub struct RankContext {
     pub context: Map<String, Value>,
     /// Unix ms.
     pub now: i64,
+    pub session: Option<Signals>,
+    pub user: Option<Signals>,
+    /// Mean embedding of the recently visited items, when they carry embeddings.
+    pub profile_embedding: Option<Vec<f32>>,
 }
 
 /// Why a model did not score.
@@ -41,6 +71,16 @@ pub enum ModelError {
 /// A ranking model: one score per candidate, higher is better.
 pub trait Model: Send + Sync {
     fn score(&self, context: &RankContext, candidates: &[Candidate]) -> Result<Vec<f32>, ModelError>;
+
+    /// The scores and, for models over the ranking features, each candidate's
+    /// feature vector (recorded with the `rec_id` for learning from outcomes).
+    fn score_explained(
+        &self,
+        context: &RankContext,
+        candidates: &[Candidate],
+    ) -> Result<(Vec<f32>, Option<Vec<FeatureVector>>), ModelError> {
+        Ok((self.score(context, candidates)?, None))
+    }
 }
 
 /// The models a node serves, by id.
@@ -49,7 +89,7 @@ pub struct ModelRegistry {
 }
 
 impl ModelRegistry {
-    /// The SPEC's reserved mock models.
+    /// The SPEC's reserved mock models only.
     pub fn with_mocks() -> ModelRegistry {
         let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
         for (id, model) in mock::all() {
@@ -60,6 +100,13 @@ impl ModelRegistry {
 
     pub fn get(&self, id: &str) -> Option<Arc<dyn Model>> {
         self.models.get(id).cloned()
+    }
+
+    /// Configured ids, sorted.
+    pub fn ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self.models.keys().map(String::as_str).collect();
+        ids.sort();
+        ids
     }
 }
 
@@ -72,6 +119,8 @@ pub struct Ranked {
     /// For an id given more than once: the request attributes whose values differ
     /// within its group (SPEC recommend rule 1). Empty for unique ids.
     pub echoed: Map<String, Value>,
+    /// The features it was scored with, for models over them.
+    pub features: Option<FeatureVector>,
 }
 
 /// Scores and orders candidates, best first (ties keep request order), keeps at
@@ -82,7 +131,7 @@ pub fn rank(
     candidates: &[Candidate],
     limit: Option<usize>,
 ) -> Result<Vec<Ranked>, ModelError> {
-    let scores = model.score(context, candidates)?;
+    let (scores, features) = model.score_explained(context, candidates)?;
     debug_assert_eq!(scores.len(), candidates.len(), "a model scores every candidate");
     let echoes = duplicate_echoes(candidates);
     let mut ranked: Vec<Ranked> = candidates
@@ -94,6 +143,7 @@ pub fn rank(
             id: candidate.id.clone(),
             score,
             echoed: echoes.get(&index).cloned().unwrap_or_default(),
+            features: features.as_ref().map(|features| features[index]),
         })
         .collect();
     ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
@@ -145,6 +195,7 @@ mod tests {
         Candidate {
             id: id.into(),
             attributes: attributes.as_object().cloned().unwrap_or_default(),
+            features: None,
         }
     }
 

@@ -76,8 +76,20 @@ pub fn event_id(shard: ShardId, id: &str) -> Vec<u8> {
     key
 }
 
+/// `events`, what a recommend response showed: `[shard]0x02[rec_id]`.
+pub fn rec(shard: ShardId, rec_id: &str) -> Vec<u8> {
+    let mut key = with_shard(shard, rec_id.len() + 1);
+    key.push(REC_TAG);
+    key.extend_from_slice(rec_id.as_bytes());
+    key
+}
+
+/// `models`: the learned artifacts of the node.
+pub const TRAINED: &[u8] = b"trained";
+
 const LOG_TAG: u8 = 0x00;
 const ID_TAG: u8 = 0x01;
+const REC_TAG: u8 = 0x02;
 
 /// `user_events`: `[shard][uid]0x00[log key]` → the event id.
 pub fn user_event(shard: ShardId, uid: &str, log_key: &[u8]) -> Vec<u8> {

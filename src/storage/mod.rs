@@ -185,6 +185,12 @@ impl Storage {
         Ok(self.db.put_cf_opt(self.cf(cf), key, value, &options)?)
     }
 
+    /// Writes through the WAL without waiting for its fsync: records that are worth
+    /// keeping but acknowledge nothing to a client (what a ranking showed).
+    pub fn put_unsynced(&self, cf: Cf, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
+        Ok(self.db.put_cf_opt(self.cf(cf), key, value, &WriteOptions::default())?)
+    }
+
     /// Writes one column family's memtable to disk.
     pub fn flush_cf(&self, cf: Cf) -> Result<(), StorageError> {
         Ok(self.db.flush_cf(self.cf(cf))?)

@@ -1,21 +1,28 @@
 //! Reads catalog items for the live path (affinity attributes of clicked items)
 //! straight from storage, without going through the shard actors.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use dashmap::DashMap;
 use serde_json::{Map, Value};
 
 use super::{TableRegistry, USERS_TABLE};
 use crate::engine::event::Event;
 use crate::engine::live_state::affinity_keys;
+use crate::ranking::ItemFeatures;
 use crate::storage::{keys, Cf, Storage};
 use crate::topology::shard_for;
 
-/// A read handle on the catalog's items.
+/// A read handle on the catalog's items, with the ranking features of the items
+/// read so far cached in memory (the catalog shards forget an item they write).
 pub struct ItemReader {
     storage: Storage,
     tables: Arc<TableRegistry>,
     shards: u16,
+    features: DashMap<String, Arc<ItemFeatures>>,
+    /// Bumped by every write, so a read that raced with one does not cache a stale row.
+    writes: AtomicU64,
 }
 
 impl ItemReader {
@@ -24,7 +31,41 @@ impl ItemReader {
             storage,
             tables,
             shards,
+            features: DashMap::new(),
+            writes: AtomicU64::new(0),
         }
+    }
+
+    /// The ranking features of item `id` (first table holding it); `None` if unknown.
+    pub fn features(&self, id: &str) -> Option<Arc<ItemFeatures>> {
+        if let Some(features) = self.features.get(id) {
+            return Some(features.clone());
+        }
+        let writes = self.writes.load(Ordering::Acquire);
+        let features = Arc::new(ItemFeatures::from_row(&self.find(id, None)?));
+        if self.writes.load(Ordering::Acquire) == writes {
+            self.features.insert(id.to_owned(), features.clone());
+        }
+        Some(features)
+    }
+
+    /// Called after item `id` was written or deleted.
+    pub fn forget(&self, id: &str) {
+        self.writes.fetch_add(1, Ordering::AcqRel);
+        self.features.remove(id);
+    }
+
+    /// Called after a whole table was dropped.
+    pub fn forget_all(&self) {
+        self.writes.fetch_add(1, Ordering::AcqRel);
+        self.features.clear();
+    }
+
+    /// The fields of `table` the catalog knows (a request may override only these).
+    pub fn has_field(&self, table: &str, field: &str) -> bool {
+        self.tables
+            .get(table)
+            .is_some_and(|record| record.fields.contains_key(field))
     }
 
     /// The stored item `id` of `table`, or of the first table holding it.

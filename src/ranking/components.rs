@@ -1,0 +1,127 @@
+//! The feature columns learned models score with, each scaled to [0, 1] over the
+//! request's candidates (the best candidate of a column gets 1).
+
+use std::collections::BTreeMap;
+
+use super::{Candidate, Feature, FeatureVector, RankContext, Signals, FEATURES};
+use crate::training::{ItemIndex, Trained};
+
+/// A user's long-term affinity counts this much of a session's.
+const USER_AFFINITY_WEIGHT: f64 = 0.5;
+/// A user's recent items stand in for a missing session, at most this many.
+const USER_RECENT_AS_SESSION: usize = 10;
+
+/// Each candidate's feature vector; columns not `needed` stay 0.
+pub fn feature_vectors(
+    trained: &Trained,
+    segment_field: &str,
+    context: &RankContext,
+    candidates: &[Candidate],
+    needed: &[bool; FEATURES],
+) -> Vec<FeatureVector> {
+    let mut vectors = vec![[0.0f32; FEATURES]; candidates.len()];
+    let indexes: Vec<Option<ItemIndex>> = candidates.iter().map(|c| trained.items.get(&c.id)).collect();
+    let mut fill = |feature: Feature, value: &dyn Fn(usize) -> f64| {
+        let column: Vec<f64> = (0..candidates.len()).map(value).collect();
+        let best = column.iter().copied().fold(0.0, f64::max);
+        if best > 0.0 {
+            for (vector, value) in vectors.iter_mut().zip(column) {
+                vector[feature as usize] = (value / best) as f32;
+            }
+        }
+    };
+    if needed[Feature::Popularity as usize] {
+        let segment = context.context.get(segment_field).and_then(|value| value.as_str());
+        fill(Feature::Popularity, &|i| {
+            indexes[i].map_or(0.0, |item| trained.popularity.score(item, context.now, segment).ln_1p())
+        });
+    }
+    if needed[Feature::Covisit as usize] {
+        let prefix = session_prefix(trained, context);
+        if !prefix.is_empty() {
+            let scores = trained.covisit.scores(&prefix);
+            fill(Feature::Covisit, &|i| {
+                indexes[i].and_then(|item| scores.get(&item)).map_or(0.0, |&s| s as f64)
+            });
+        }
+    }
+    if needed[Feature::Affinity as usize] {
+        let session = normalized(context.session.as_ref());
+        let user = normalized(context.user.as_ref());
+        if !session.is_empty() || !user.is_empty() {
+            fill(Feature::Affinity, &|i| {
+                candidates[i].features.as_ref().map_or(0.0, |features| {
+                    features
+                        .keys
+                        .iter()
+                        .map(|key| {
+                            session.get(key.as_str()).copied().unwrap_or(0.0)
+                                + USER_AFFINITY_WEIGHT * user.get(key.as_str()).copied().unwrap_or(0.0)
+                        })
+                        .sum()
+                })
+            });
+        }
+    }
+    if let (true, Some(profile)) = (needed[Feature::Embedding as usize], &context.profile_embedding) {
+        fill(Feature::Embedding, &|i| {
+            candidates[i]
+                .features
+                .as_ref()
+                .and_then(|features| features.embedding.as_deref())
+                .map_or(0.0, |embedding| cosine(profile, embedding).max(0.0))
+        });
+    }
+    for (vector, candidate) in vectors.iter_mut().zip(candidates) {
+        let unavailable = candidate.features.as_ref().is_some_and(|f| f.available == Some(false));
+        vector[Feature::Unavailable as usize] = unavailable as u8 as f32;
+    }
+    vectors
+}
+
+/// The session's items, oldest first, as the co-visitation model knows them; a
+/// user's latest items when there is no session signal.
+fn session_prefix(trained: &Trained, context: &RankContext) -> Vec<ItemIndex> {
+    let recent: &[String] = match (&context.session, &context.user) {
+        (Some(session), _) if !session.recent.is_empty() => &session.recent,
+        (_, Some(user)) => {
+            let start = user.recent.len().saturating_sub(USER_RECENT_AS_SESSION);
+            &user.recent[start..]
+        }
+        _ => &[],
+    };
+    recent.iter().filter_map(|id| trained.items.get(id)).collect()
+}
+
+/// Affinities as shares of their total.
+fn normalized(signals: Option<&Signals>) -> BTreeMap<&str, f64> {
+    let Some(signals) = signals else {
+        return BTreeMap::new();
+    };
+    let total: f64 = signals.affinities.values().sum();
+    if total <= 0.0 {
+        return BTreeMap::new();
+    }
+    signals
+        .affinities
+        .iter()
+        .map(|(key, value)| (key.as_str(), value / total))
+        .collect()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut norm_a, mut norm_b) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        dot += x as f64 * y as f64;
+        norm_a += x as f64 * x as f64;
+        norm_b += y as f64 * y as f64;
+    }
+    if norm_a == 0.0 || norm_b == 0.0 {
+        0.0
+    } else {
+        dot / (norm_a.sqrt() * norm_b.sqrt())
+    }
+}

@@ -1,0 +1,53 @@
+//! What ranking knows of an item from the catalog: its affinity keys, embedding and
+//! availability, derived once from the stored row (and per request when the request
+//! overrides some of its fields).
+
+use serde_json::{Map, Value};
+
+use crate::engine::live_state::{affinity_keys, availability};
+
+/// Longest embedding taken from a catalog row (DESIGN: ≤ 1,024 floats).
+const MAX_EMBEDDING: usize = 1024;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemFeatures {
+    /// `group:…`, `tag:…`, `lang:…`, `age:…`, `price_band:…`, `available:…`.
+    pub keys: Vec<String>,
+    /// The item's `embeddings` (or `embedding`) field.
+    pub embedding: Option<Vec<f32>>,
+    /// `Some(false)` for an item that cannot be had (or is soft-deleted).
+    pub available: Option<bool>,
+}
+
+impl ItemFeatures {
+    pub fn from_row(row: &Map<String, Value>) -> ItemFeatures {
+        let embedding = ["embeddings", "embedding"]
+            .iter()
+            .find_map(|field| row.get(*field)?.as_array())
+            .filter(|values| !values.is_empty() && values.len() <= MAX_EMBEDDING)
+            .and_then(|values| values.iter().map(|v| v.as_f64().map(|v| v as f32)).collect());
+        ItemFeatures {
+            keys: affinity_keys(row),
+            embedding,
+            available: availability(row),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn features_of_a_row() {
+        let row = json!({"id": "a", "groups": ["tours"], "price": 30, "availability": "sold out",
+                         "embeddings": [0.5, 1.0], "attraction_live_guide_languages": ["en"]});
+        let features = ItemFeatures::from_row(row.as_object().unwrap());
+        assert_eq!(features.embedding, Some(vec![0.5, 1.0]));
+        assert_eq!(features.available, Some(false));
+        assert!(features.keys.contains(&"group:tours".to_owned()));
+        assert!(features.keys.contains(&"lang:en".to_owned()));
+        assert!(features.keys.contains(&"price_band:4".to_owned()));
+    }
+}

@@ -1,0 +1,88 @@
+//! The model registry file (`config/models.toml`): model ids and their kinds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::learned::{Learned, Weights};
+use super::{mock, Feature, Model, ModelRegistry, FEATURES};
+use crate::training::Training;
+
+/// The embedded registry, used when `training.models_file` is empty.
+pub const DEFAULT_MODELS_TOML: &str = include_str!("../../config/models.toml");
+
+#[derive(Debug, thiserror::Error)]
+#[error("model registry: {0}")]
+pub struct RegistryError(pub String);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelsFile {
+    models: BTreeMap<String, Entry>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum Entry {
+    Popularity,
+    Covisit,
+    Affinity,
+    Embedding,
+    Blend { weights: BTreeMap<String, f64> },
+    Ltr { fallback: BTreeMap<String, f64> },
+}
+
+fn weights(model_id: &str, named: &BTreeMap<String, f64>) -> Result<[f64; FEATURES], RegistryError> {
+    let mut weights = [0.0; FEATURES];
+    for (name, weight) in named {
+        let feature = Feature::named(name).ok_or_else(|| {
+            let known: Vec<&str> = Feature::ALL.iter().map(|f| f.name()).collect();
+            RegistryError(format!(
+                "{model_id}: unknown feature {name:?} (known: {})",
+                known.join(", ")
+            ))
+        })?;
+        if !weight.is_finite() {
+            return Err(RegistryError(format!("{model_id}: weight of {name:?} must be finite")));
+        }
+        weights[feature as usize] = *weight;
+    }
+    if weights.iter().all(|weight| *weight == 0.0) {
+        return Err(RegistryError(format!("{model_id}: every weight is 0")));
+    }
+    Ok(weights)
+}
+
+impl ModelRegistry {
+    /// The models of a registry file, plus the SPEC's mock models.
+    pub fn load(text: &str, training: &Arc<Training>) -> Result<ModelRegistry, RegistryError> {
+        let file: ModelsFile = toml::from_str(text).map_err(|error| RegistryError(error.to_string()))?;
+        let mocks = mock::all();
+        let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
+        for (id, entry) in file.models {
+            if mocks.iter().any(|(mock, _)| *mock == id) {
+                return Err(RegistryError(format!("{id} is a reserved mock model id")));
+            }
+            let weights = match entry {
+                Entry::Popularity => Weights::Single(Feature::Popularity),
+                Entry::Covisit => Weights::Single(Feature::Covisit),
+                Entry::Affinity => Weights::Single(Feature::Affinity),
+                Entry::Embedding => Weights::Single(Feature::Embedding),
+                Entry::Blend { weights: named } => Weights::Blend(weights(&id, &named)?),
+                Entry::Ltr { fallback } => Weights::Learned {
+                    fallback: weights(&id, &fallback)?,
+                },
+            };
+            let model = Learned {
+                weights,
+                training: training.clone(),
+            };
+            models.insert(id, Arc::new(model));
+        }
+        for (id, model) in mocks {
+            models.insert(id.to_owned(), model);
+        }
+        Ok(ModelRegistry { models })
+    }
+}
