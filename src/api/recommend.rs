@@ -94,13 +94,7 @@ pub(super) async fn rank_context(
         let key = key?;
         let deadline = Duration::from_millis(state.ranking.state_deadline_ms);
         match tokio::time::timeout(deadline, state.engine.read_state(key.clone())).await {
-            Ok(Ok(Some((live, _)))) => {
-                let decay = state.engine.decay(&key);
-                Some(Signals {
-                    recent: live.recent.iter().rev().map(|i| i.item_id.clone()).collect(),
-                    affinities: live.affinities_at(now, decay.half_life_ms),
-                })
-            }
+            Ok(Ok(Some((live, _)))) => Some(Signals::from_live(&live, now, state.engine.decay(&key).half_life_ms)),
             Ok(Ok(None)) => None,
             Ok(Err(error)) => {
                 tracing::warn!(%error, key = key.key(), "live state unreadable; ranking without it");

@@ -18,6 +18,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::engine::live_state::LiveState;
+
 pub use crate::training::ltr::{Feature, FeatureVector, FEATURES};
 pub use components::feature_vectors;
 pub use features::ItemFeatures;
@@ -40,6 +42,16 @@ pub struct Signals {
     pub recent: Vec<String>,
     /// Affinity to item attributes (`group:…`, `tag:…`, …), decayed to now.
     pub affinities: BTreeMap<String, f64>,
+}
+
+impl Signals {
+    /// The signals of a live state as of `now`.
+    pub fn from_live(live: &LiveState, now: i64, half_life_ms: f64) -> Signals {
+        Signals {
+            recent: live.recent.iter().rev().map(|i| i.item_id.clone()).collect(),
+            affinities: live.affinities_at(now, half_life_ms),
+        }
+    }
 }
 
 /// What a model may use besides the candidates.

@@ -15,6 +15,7 @@ mod popularity;
 
 use std::collections::{hash_map::DefaultHasher, BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -212,6 +213,9 @@ pub struct Training {
     thread: Mutex<Option<JoinHandle<()>>>,
     config: TrainingConfig,
     shards: u16,
+    /// While set, new events are not learned (offline evaluation freezes the models
+    /// to rank test sessions as the published protocols do).
+    frozen: AtomicBool,
 }
 
 impl Training {
@@ -245,14 +249,21 @@ impl Training {
             thread: Mutex::new(Some(thread)),
             config,
             shards,
+            frozen: AtomicBool::new(false),
         }))
     }
 
     /// Durable events of one shard, in sequence order.
     pub fn observe(&self, events: Vec<Arc<SequencedEvent>>) {
-        if !events.is_empty() {
+        if !events.is_empty() && !self.frozen.load(Ordering::Relaxed) {
             let _ = self.commands.send(Command::Learn(events));
         }
+    }
+
+    /// Stops (or resumes) learning new events; events passed over while frozen are
+    /// learned only by the next rebuild from the log. For offline evaluation.
+    pub fn set_frozen(&self, frozen: bool) {
+        self.frozen.store(frozen, Ordering::Relaxed);
     }
 
     /// The artifacts, for reading (hold the guard briefly: the learner waits on it).
