@@ -48,6 +48,7 @@ use rankstream::engine::event::{decode_v1, Event};
 use rankstream::engine::{Engine, StateKey};
 use rankstream::ranking::{rank, Candidate, ModelRegistry, RankContext, Signals, DEFAULT_MODELS_TOML};
 use rankstream::storage::Storage;
+use rankstream::time::format_rfc3339;
 use rankstream::topology::{Topology, SINGLE_TOML};
 use rankstream::training::Training;
 
@@ -168,7 +169,7 @@ impl Node {
 
 fn page_view(id: String, sid: &str, uid: Option<&str>, item: &str, at_ms: i64) -> Result<Event> {
     let value = json!({"type": "page_view", "page_type": "product", "sid": sid, "uid": uid,
-                       "item_id": item, "original_timestamp": at_ms});
+                       "item_id": item, "original_timestamp": format_rfc3339(at_ms)});
     decode_v1(value, at_ms, || id).map_err(|error| anyhow::anyhow!("event: {error}"))
 }
 
