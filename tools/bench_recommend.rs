@@ -1,0 +1,969 @@
+//! Recommend benchmark: `POST /v1/recommend` with 100 candidates, a `user_id` and a
+//! `session_id` that both have live state, and a named model (`--model`, `default`) against
+//! a bare hyper 1.x server that reads the same request bodies and answers a constant JSON
+//! of the same size, measured in the same run. Targets: >= 50% of the bare server's
+//! throughput, and p99 <= 2 ms at half rankstream's maximum load.
+//!
+//! 1. Setup: spawn `rankstream serve` (fresh temp data dir, generated admin key, durability
+//!    sync, auth rate limit raised so that the tool's own requests are not throttled), upsert
+//!    `--items` items to table `items` (name, groups, tags, price; NDJSON bulk), and post
+//!    `--events-per-user` click/view events for each of `--users` users, each user with one
+//!    session (uid and sid on every event; the 202 comes after the apply, so the state is
+//!    live when the tool goes on). The request bodies (`{"user_id", "session_id", "item_ids":
+//!    100 random catalog ids, "model_id"}`, no `limit`) are generated before any timing; the
+//!    bare server gets the identical bodies. The bare server's answer is a constant JSON padded
+//!    to the median length of 20 real recommend responses.
+//! 2. Maximum throughput, closed loop: `--connections` keep-alive connections, one request in
+//!    flight on each, for `--seconds`, alternating bare, rankstream, bare, rankstream, ...
+//!    (`--rounds` each, after `--warmup-seconds` of unmeasured load on each). Medians are
+//!    reported, and rankstream's median / the bare server's.
+//! 3. Latency, open loop: `--latency-seconds` at half of rankstream's median maximum, first on
+//!    rankstream, then on the bare server at the same rate. A dispatcher thread schedules
+//!    request i at start + i / rate and hands it to a pool of `--latency-connections`
+//!    keep-alive connections (the first free one takes it); latency runs from the scheduled
+//!    time to the end of the response, so a stalled server is not hidden by a waiting client
+//!    (no coordinated omission).
+//!
+//! Every response must be a 200: non-200s are counted and reported, and make the run fail
+//! (no Markdown is written then).
+//!
+//! ```text
+//! cargo build --release --bin rankstream --bin bench-recommend
+//! target/release/bench-recommend --write-markdown BENCHMARKS.md
+//! # trying it out (short, no figures written):
+//! target/release/bench-recommend --model test_model_item_200 --seconds 2 --rounds 1 \
+//!     --warmup-seconds 1 --latency-seconds 2
+//! ```
+
+#[path = "bench_common.rs"]
+mod bench_common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use bytes::Bytes;
+use clap::Parser;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::CONTENT_TYPE;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rand::rngs::StdRng;
+use rand::seq::index::sample;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+use bench_common::{
+    command_line, generate_key, machine_description, median, percentile, server_binary, thousands, utc_now,
+    write_markdown_section, SpawnedServer, Target,
+};
+
+const MARKDOWN_HEADING: &str = "## Recommend latency";
+/// The row of this tool in the index table at the top of BENCHMARKS.md.
+const INDEX_ROW: &str = "| Recommend latency | `tools/bench_recommend.rs` (`bench-recommend`) | >= 50% of a bare \
+                         hyper server's throughput; p99 <= 2 ms at half the maximum load |";
+const TABLE: &str = "items";
+/// Rate and burst of every key (the 1,000/s default would throttle the tool's own requests).
+const RATE_LIMIT_ENV: [(&str, &str); 2] = [
+    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
+    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
+];
+/// Items per catalog bulk request and events per events request during the setup.
+const SETUP_BATCH: usize = 5_000;
+/// Distinct request bodies, cycled through by every phase.
+const BODIES: usize = 10_000;
+/// Real recommend responses whose median length sizes the bare server's answer.
+const SIZE_SAMPLES: usize = 20;
+/// Targets of the issue.
+const RATIO_TARGET: f64 = 0.5;
+const P99_TARGET_MS: f64 = 2.0;
+
+#[derive(Parser, Debug)]
+#[command(about = "Benchmark POST /v1/recommend (throughput and latency) against a bare hyper server")]
+struct Args {
+    /// The `model_id` of every request.
+    #[arg(long, default_value = "default")]
+    model: String,
+    /// Candidates (`item_ids`) per request.
+    #[arg(long, default_value_t = 100)]
+    candidates: usize,
+    /// Catalog items (table `items`).
+    #[arg(long, default_value_t = 10_000)]
+    items: usize,
+    /// Users with live state, one session each; requests draw from them.
+    #[arg(long, default_value_t = 1_000)]
+    users: usize,
+    /// Events (click or view) posted per user and session before the measurements.
+    #[arg(long, default_value_t = 10)]
+    events_per_user: usize,
+    /// Keep-alive connections of the closed-loop (maximum throughput) phase.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Seconds of each closed-loop round.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Closed-loop rounds per target (interleaved: bare, rankstream, bare, ...).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Unmeasured closed-loop seconds on each target before the rounds.
+    #[arg(long, default_value_t = 3.0)]
+    warmup_seconds: f64,
+    /// Seconds of the open-loop latency phase, per target.
+    #[arg(long, default_value_t = 20.0)]
+    latency_seconds: f64,
+    /// Keep-alive connections of the open-loop phase (the pool that takes scheduled requests).
+    #[arg(long, default_value_t = 16)]
+    latency_connections: usize,
+    /// Load of the latency phase as a fraction of rankstream's median maximum throughput.
+    #[arg(long, default_value_t = 0.5)]
+    load_fraction: f64,
+    /// Tokio worker threads of the bare server [default: the CPUs, like rankstream's runtime].
+    #[arg(long)]
+    bare_threads: Option<usize>,
+    /// Seed of the generated catalog, events and request bodies.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// The rankstream binary to spawn [default: `rankstream` next to this executable].
+    #[arg(long)]
+    server_bin: Option<PathBuf>,
+    /// Write (or replace) the `## Recommend latency` section of this Markdown file.
+    #[arg(long)]
+    write_markdown: Option<PathBuf>,
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn item_id(index: usize) -> String {
+    format!("item-{index:05}")
+}
+
+fn elapsed_ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
+fn ms(value: f64) -> String {
+    match value {
+        v if v < 10.0 => format!("{v:.3} ms"),
+        v if v < 100.0 => format!("{v:.2} ms"),
+        v => format!("{v:.1} ms"),
+    }
+}
+
+fn max(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::NAN, f64::max)
+}
+
+fn summary(values: &[f64]) -> String {
+    format!(
+        "p50 {}, p90 {}, p99 {}, max {}",
+        ms(percentile(values, 0.5)),
+        ms(percentile(values, 0.9)),
+        ms(percentile(values, 0.99)),
+        ms(max(values))
+    )
+}
+
+fn snippet(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).chars().take(300).collect()
+}
+
+/// Non-200 responses of a phase: how many, and the first one.
+#[derive(Default)]
+struct Failures {
+    count: usize,
+    first: Option<String>,
+}
+
+impl Failures {
+    fn record(&mut self, status: StatusCode, body: &[u8]) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(format!("{status}: {}", snippet(body)));
+        }
+    }
+
+    fn merge(&mut self, other: Failures) {
+        self.count += other.count;
+        if self.first.is_none() {
+            self.first = other.first;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- setup
+
+async fn create_catalog(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
+    const GROUPS: [&str; 12] = [
+        "Boat Tours",
+        "Walking Tours",
+        "Food & Drink",
+        "Museums",
+        "Day Trips",
+        "Outdoor",
+        "Nightlife",
+        "Classes",
+        "Shows",
+        "Cruises",
+        "Bike Tours",
+        "Family",
+    ];
+    const TAGS: [&str; 10] = [
+        "family",
+        "romantic",
+        "private",
+        "small-group",
+        "outdoor",
+        "indoor",
+        "accessible",
+        "evening",
+        "morning",
+        "pets",
+    ];
+    let mut sender = target.connect().await?;
+    let started = Instant::now();
+    for first in (0..args.items).step_by(SETUP_BATCH) {
+        let last = (first + SETUP_BATCH).min(args.items);
+        let mut body = String::new();
+        for index in first..last {
+            let (group_count, tag_count) = (rng.random_range(1..=2), rng.random_range(1..=3));
+            let groups: Vec<&str> = sample(rng, GROUPS.len(), group_count)
+                .iter()
+                .map(|g| GROUPS[g])
+                .collect();
+            let tags: Vec<&str> = sample(rng, TAGS.len(), tag_count).iter().map(|t| TAGS[t]).collect();
+            let item = json!({
+                "id": item_id(index),
+                "_table": TABLE,
+                "name": format!("Bench item {index}"),
+                "groups": groups,
+                "tags": tags,
+                "price": (rng.random_range(500..50_000) as f64) / 100.0,
+            });
+            body.push_str(&item.to_string());
+            body.push('\n');
+        }
+        let (status, response) = target
+            .send(
+                &mut sender,
+                Method::PUT,
+                "/v1/catalog/items",
+                Some("application/x-ndjson"),
+                body.into(),
+            )
+            .await?;
+        ensure!(
+            status == StatusCode::OK,
+            "catalog upsert: {status}: {}",
+            snippet(&response)
+        );
+        let json: Value = serde_json::from_slice(&response)?;
+        ensure!(
+            json["upserted"] == last - first && json["failed"] == json!([]),
+            "catalog upsert of items {first}..{last}: {}",
+            snippet(&response)
+        );
+    }
+    eprintln!(
+        "catalog: {} items in {:.2} s",
+        thousands(args.items as f64),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn user(index: usize) -> (String, String) {
+    (format!("bench-u-{index:05}"), format!("bench-s-{index:05}"))
+}
+
+/// `--events-per-user` events for every user and its session (60% views, 40% clicks), with
+/// timestamps of the last few minutes in order, posted in bodies of `SETUP_BATCH`.
+async fn post_events(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
+    let now = chrono::Utc::now();
+    let mut events = Vec::new();
+    for index in 0..args.users {
+        let (uid, sid) = user(index);
+        for seq in 0..args.events_per_user {
+            let at = now - chrono::Duration::seconds(((args.events_per_user - seq) * 20) as i64);
+            let mut event = json!({
+                "id": uuid::Uuid::now_v7().to_string(),
+                "type": "view",
+                "original_timestamp": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "uid": uid,
+                "sid": sid,
+                "item_id": item_id(rng.random_range(0..args.items)),
+            });
+            if rng.random_bool(0.4) {
+                event["type"] = json!("click");
+                event["click_type"] = json!("product");
+            }
+            events.push(event);
+        }
+    }
+    let mut sender = target.connect().await?;
+    let started = Instant::now();
+    for chunk in events.chunks(SETUP_BATCH) {
+        let body = serde_json::to_vec(&json!({ "events": chunk }))?;
+        let (status, response) = target
+            .send(
+                &mut sender,
+                Method::POST,
+                "/v1/events",
+                Some("application/json"),
+                body.into(),
+            )
+            .await?;
+        ensure!(
+            status == StatusCode::ACCEPTED,
+            "events: {status}: {}",
+            snippet(&response)
+        );
+        let json: Value = serde_json::from_slice(&response)?;
+        ensure!(
+            json["accepted"] == chunk.len() && json["duplicates"] == 0 && json["rejected"] == json!([]),
+            "{} new events expected: {}",
+            chunk.len(),
+            snippet(&response)
+        );
+    }
+    eprintln!(
+        "events: {} for {} users and sessions in {:.2} s (applied: the 202 follows the apply)",
+        thousands(events.len() as f64),
+        thousands(args.users as f64),
+        started.elapsed().as_secs_f64()
+    );
+    // The state is live: the first user's and session's snapshots list their events.
+    let (uid, sid) = user(0);
+    for path in [format!("/v1/users/{uid}/state"), format!("/v1/sessions/{sid}")] {
+        let (status, body) = target.get(&mut sender, &path).await?;
+        ensure!(status == StatusCode::OK, "GET {path}: {status}: {}", snippet(&body));
+        let snapshot: Value = serde_json::from_slice(&body)?;
+        let ids = snapshot["event_ids"].as_array().map_or(0, Vec::len);
+        ensure!(ids > 0, "GET {path}: no events in the live state: {}", snippet(&body));
+    }
+    Ok(())
+}
+
+/// `BODIES` recommend request bodies: a user with state, its session, `--candidates`
+/// distinct random catalog ids, the model.
+fn request_bodies(args: &Args, rng: &mut StdRng) -> Result<Vec<Bytes>> {
+    (0..BODIES)
+        .map(|_| {
+            let (uid, sid) = user(rng.random_range(0..args.users));
+            let items: Vec<String> = sample(rng, args.items, args.candidates).iter().map(item_id).collect();
+            let body = json!({"user_id": uid, "session_id": sid, "item_ids": items, "model_id": args.model});
+            Ok(serde_json::to_vec(&body)?.into())
+        })
+        .collect()
+}
+
+/// Sends `SIZE_SAMPLES` real recommend requests; returns the median response length and
+/// one response.
+async fn sample_responses(target: &Target, bodies: &[Bytes], args: &Args) -> Result<(usize, Value)> {
+    let mut sender = target.connect().await?;
+    let (mut lengths, mut example) = (Vec::new(), Value::Null);
+    for body in bodies.iter().take(SIZE_SAMPLES) {
+        let (status, response) = target
+            .send(
+                &mut sender,
+                Method::POST,
+                "/v1/recommend",
+                Some("application/json"),
+                body.clone(),
+            )
+            .await?;
+        ensure!(
+            status == StatusCode::OK,
+            "recommend with model {:?}: {status}: {}",
+            args.model,
+            snippet(&response)
+        );
+        example = serde_json::from_slice(&response)?;
+        let items = example["items"].as_array().map_or(0, Vec::len);
+        ensure!(
+            items == args.candidates,
+            "{} candidates, {items} items in the response: {}",
+            args.candidates,
+            snippet(&response)
+        );
+        lengths.push(response.len() as f64);
+    }
+    Ok((median(&lengths) as usize, example))
+}
+
+// ---------------------------------------------------------------- the bare server
+
+/// A constant JSON of exactly `length` bytes (when `length` is above its minimum).
+fn padded_json(length: usize) -> Bytes {
+    let base = json!({"rec_id": "bare", "items": [], "pad": ""}).to_string();
+    let pad = "x".repeat(length.saturating_sub(base.len()));
+    json!({"rec_id": "bare", "items": [], "pad": pad}).to_string().into()
+}
+
+/// Starts a bare hyper 1.x HTTP/1.1 server on `runtime` (its own threads, apart from the
+/// tool's client): every request's body is read to its end, then answered 200 with `body`.
+fn start_bare_server(runtime: &tokio::runtime::Runtime, body: Bytes) -> Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let address = listener.local_addr()?;
+    runtime.spawn(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            stream.set_nodelay(true).ok();
+            let body = body.clone();
+            let service = service_fn(move |request: Request<Incoming>| {
+                let body = body.clone();
+                async move {
+                    let _request = request.into_body().collect().await?.to_bytes();
+                    let response = Response::builder()
+                        .header(CONTENT_TYPE, "application/json")
+                        .body(Full::new(body))
+                        .expect("a valid response");
+                    Ok::<_, hyper::Error>(response)
+                }
+            });
+            tokio::spawn(async move {
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await
+                    .ok();
+            });
+        }
+    });
+    Ok(address)
+}
+
+// ---------------------------------------------------------------- closed loop
+
+struct Round {
+    requests: usize,
+    seconds: f64,
+    per_sec: f64,
+    latencies: Vec<f64>,
+}
+
+/// `connections` keep-alive connections, one request in flight each, for `seconds`.
+async fn closed_loop(
+    target: &Arc<Target>,
+    bodies: &Arc<Vec<Bytes>>,
+    connections: usize,
+    seconds: f64,
+    failures: &mut Failures,
+) -> Result<Round> {
+    let mut senders = Vec::new();
+    for _ in 0..connections {
+        senders.push(target.connect().await?);
+    }
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let mut workers = tokio::task::JoinSet::new();
+    for mut sender in senders {
+        let (target, bodies, next) = (target.clone(), bodies.clone(), next.clone());
+        workers.spawn(async move {
+            let (mut latencies, mut failures) = (Vec::new(), Failures::default());
+            while Instant::now() < deadline {
+                let body = bodies[next.fetch_add(1, Ordering::Relaxed) % bodies.len()].clone();
+                let sent = Instant::now();
+                let (status, response) = target
+                    .send(
+                        &mut sender,
+                        Method::POST,
+                        "/v1/recommend",
+                        Some("application/json"),
+                        body,
+                    )
+                    .await?;
+                latencies.push(elapsed_ms(sent));
+                if status != StatusCode::OK {
+                    failures.record(status, &response);
+                }
+            }
+            anyhow::Ok((latencies, failures))
+        });
+    }
+    let mut latencies = Vec::new();
+    // An early return drops the JoinSet, which aborts the other workers.
+    while let Some(joined) = workers.join_next().await {
+        let (worker_latencies, worker_failures) = joined??;
+        latencies.extend(worker_latencies);
+        failures.merge(worker_failures);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Round {
+        requests: latencies.len(),
+        seconds,
+        per_sec: latencies.len() as f64 / seconds,
+        latencies,
+    })
+}
+
+// ---------------------------------------------------------------- open loop
+
+struct OpenLoop {
+    rate: f64,
+    /// Completed requests / (last completion - first scheduled time).
+    achieved: f64,
+    /// Scheduled time -> response complete, and scheduled time -> the request was sent.
+    latencies: Vec<f64>,
+    send_lag: Vec<f64>,
+    failures: Failures,
+}
+
+/// Requests scheduled at `rate` for `seconds`, taken by the first free of `connections`;
+/// latency from the scheduled time.
+async fn open_loop(
+    target: &Arc<Target>,
+    bodies: &Arc<Vec<Bytes>>,
+    connections: usize,
+    rate: f64,
+    seconds: f64,
+) -> Result<OpenLoop> {
+    let mut senders = Vec::new();
+    for _ in 0..connections {
+        senders.push(target.connect().await?);
+    }
+    let total = (rate * seconds).round() as usize;
+    let (jobs, receiver) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+    let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
+    let start = Instant::now() + Duration::from_millis(20);
+    // A thread of its own paces the schedule: its sleeps are precise to tens of µs, the
+    // runtime's timer only to the millisecond.
+    let dispatcher = std::thread::spawn(move || {
+        for index in 0..total {
+            let scheduled = start + Duration::from_secs_f64(index as f64 / rate);
+            let now = Instant::now();
+            if scheduled > now {
+                std::thread::sleep(scheduled - now);
+            }
+            if jobs.send((index, scheduled)).is_err() {
+                return;
+            }
+        }
+    });
+    let mut workers = tokio::task::JoinSet::new();
+    for mut sender in senders {
+        let (target, bodies, receiver) = (target.clone(), bodies.clone(), receiver.clone());
+        workers.spawn(async move {
+            let (mut latencies, mut send_lag, mut failures) = (Vec::new(), Vec::new(), Failures::default());
+            loop {
+                let job = receiver.lock().await.recv().await;
+                let Some((index, scheduled)) = job else { break };
+                let body = bodies[index % bodies.len()].clone();
+                send_lag.push((Instant::now() - scheduled).as_secs_f64() * 1000.0);
+                let (status, response) = target
+                    .send(
+                        &mut sender,
+                        Method::POST,
+                        "/v1/recommend",
+                        Some("application/json"),
+                        body,
+                    )
+                    .await?;
+                latencies.push((Instant::now() - scheduled).as_secs_f64() * 1000.0);
+                if status != StatusCode::OK {
+                    failures.record(status, &response);
+                }
+            }
+            anyhow::Ok((latencies, send_lag, failures))
+        });
+    }
+    let mut result = OpenLoop {
+        rate,
+        achieved: 0.0,
+        latencies: Vec::new(),
+        send_lag: Vec::new(),
+        failures: Failures::default(),
+    };
+    while let Some(joined) = workers.join_next().await {
+        let (latencies, send_lag, failures) = joined??;
+        result.latencies.extend(latencies);
+        result.send_lag.extend(send_lag);
+        result.failures.merge(failures);
+    }
+    let seconds = (Instant::now() - start).as_secs_f64();
+    dispatcher
+        .join()
+        .map_err(|_| anyhow::anyhow!("the dispatcher thread panicked"))?;
+    result.achieved = result.latencies.len() as f64 / seconds;
+    ensure!(
+        result.latencies.len() == total,
+        "{} of {total} requests answered",
+        result.latencies.len()
+    );
+    Ok(result)
+}
+
+// ---------------------------------------------------------------- report
+
+struct Report {
+    response_bytes: usize,
+    bare_bytes: usize,
+    bare_rounds: Vec<Round>,
+    ours_rounds: Vec<Round>,
+    ours_latency: OpenLoop,
+    bare_latency: OpenLoop,
+    /// Non-200s of the closed-loop phase, per target (the open loop's are in `OpenLoop`).
+    bare_failures: Failures,
+    ours_failures: Failures,
+    bare_threads: usize,
+}
+
+impl Report {
+    fn median_rate(rounds: &[Round]) -> f64 {
+        median(&rounds.iter().map(|round| round.per_sec).collect::<Vec<_>>())
+    }
+
+    fn ratio(&self) -> f64 {
+        Report::median_rate(&self.ours_rounds) / Report::median_rate(&self.bare_rounds)
+    }
+
+    fn non_200(&self) -> usize {
+        self.bare_failures.count
+            + self.ours_failures.count
+            + self.ours_latency.failures.count
+            + self.bare_latency.failures.count
+    }
+}
+
+/// One target of the issue: measurement, result, target, met.
+type Goal = (String, String, &'static str, bool);
+
+fn goals(report: &Report, args: &Args) -> Vec<Goal> {
+    let ratio = report.ratio();
+    let p99 = percentile(&report.ours_latency.latencies, 0.99);
+    let share = args.load_fraction * 100.0;
+    vec![
+        (
+            "throughput, rankstream / bare hyper (medians)".to_string(),
+            format!("{:.1}%", ratio * 100.0),
+            ">= 50%",
+            ratio >= RATIO_TARGET,
+        ),
+        (
+            format!("rankstream p99 at {share:.0}% of its maximum"),
+            ms(p99),
+            "<= 2 ms",
+            p99 <= P99_TARGET_MS,
+        ),
+        (
+            "non-200 responses".to_string(),
+            thousands(report.non_200() as f64),
+            "0",
+            report.non_200() == 0,
+        ),
+    ]
+}
+
+fn markdown_section(args: &Args, report: &Report) -> String {
+    let (ours_max, bare_max) = (
+        Report::median_rate(&report.ours_rounds),
+        Report::median_rate(&report.bare_rounds),
+    );
+    let mut out = format!(
+        "{MARKDOWN_HEADING}\n\nMeasured {} with `tools/bench_recommend.rs`.\n\n- Machine: {}\n- Command: `{}`\n\
+         - Server: `rankstream serve` spawned by the tool on a fresh data dir, durability sync, 8 shards, engine \
+         defaults; auth rate limit and burst raised to {}/s (the tool's own requests exceed the 1,000/s default).\n\
+         - Data: {} catalog items in table `{TABLE}` (name, groups, tags, price); {} users, one session each, \
+         {} click/view events per user and session posted before the measurements (live state).\n\
+         - Requests: `POST /v1/recommend` with `user_id` and `session_id` of those users, {} random catalog ids in \
+         `item_ids`, `model_id` `{}`, no `limit` ({} distinct bodies, cycled); the responses are {} bytes \
+         (median).\n\
+         - Bare server: hyper 1.x HTTP/1.1 in the tool's process on a runtime of its own ({} worker threads), \
+         TCP_NODELAY; reads each request body to its end, answers 200 with a constant JSON of {} bytes; it gets \
+         the identical request bodies.\n\
+         - Client: the tool itself, on the same machine as both servers (they share its CPUs).\n\n\
+         | measurement | result | target | |\n|---|---:|---|---|\n",
+        utc_now(),
+        machine_description(),
+        command_line(),
+        thousands(RATE_LIMIT_ENV[0].1.parse().unwrap_or(f64::NAN)),
+        thousands(args.items as f64),
+        thousands(args.users as f64),
+        args.events_per_user,
+        args.candidates,
+        args.model,
+        thousands(BODIES as f64),
+        report.response_bytes,
+        report.bare_threads,
+        report.bare_bytes,
+    );
+    for (name, result, target, met) in goals(report, args) {
+        let verdict = if met { "met" } else { "**not met**" };
+        out.push_str(&format!("| {name} | {result} | {target} | {verdict} |\n"));
+    }
+    out.push_str(&format!(
+        "\n### Maximum throughput\n\nClosed loop: {} keep-alive connections, one request in flight on each, \
+         {} s per round after {} s of unmeasured load on each target; rounds alternate bare, rankstream, bare, \
+         ...\n\n| round | bare hyper req/s | rankstream req/s | rankstream p50 | rankstream p99 |\n\
+         |---:|---:|---:|---:|---:|\n",
+        args.connections, args.seconds, args.warmup_seconds,
+    ));
+    for (number, (bare, ours)) in report.bare_rounds.iter().zip(&report.ours_rounds).enumerate() {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            number + 1,
+            thousands(bare.per_sec),
+            thousands(ours.per_sec),
+            ms(percentile(&ours.latencies, 0.5)),
+            ms(percentile(&ours.latencies, 0.99)),
+        ));
+    }
+    out.push_str(&format!(
+        "\nMedians: bare hyper **{} req/s**, rankstream **{} req/s** = **{:.1}%** of the bare server.\n",
+        thousands(bare_max),
+        thousands(ours_max),
+        report.ratio() * 100.0,
+    ));
+    let (ours, bare) = (&report.ours_latency, &report.bare_latency);
+    out.push_str(&format!(
+        "\n### Latency at {:.0}% of rankstream's maximum\n\nOpen loop at {} req/s for {} s per target \
+         (rankstream first): a dispatcher thread schedules request i at start + i / rate and a pool of {} keep-alive \
+         connections takes them, the first free one each; latency runs from the scheduled time to the end of the \
+         response (no coordinated omission), so it includes any wait for a free connection.\n\n\
+         | target | requests | achieved req/s | p50 | p90 | p99 | max | non-200 | send lag p99 |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        args.load_fraction * 100.0,
+        thousands(ours.rate),
+        args.latency_seconds,
+        args.latency_connections,
+    ));
+    for (name, run) in [("rankstream", ours), ("bare hyper", bare)] {
+        let values = &run.latencies;
+        out.push_str(&format!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            thousands(values.len() as f64),
+            thousands(run.achieved),
+            ms(percentile(values, 0.5)),
+            ms(percentile(values, 0.9)),
+            ms(percentile(values, 0.99)),
+            ms(max(values)),
+            run.failures.count,
+            ms(percentile(&run.send_lag, 0.99)),
+        ));
+    }
+    out.push_str(
+        "\nSend lag: scheduled time -> the request handed to its connection (the client's own share of the \
+         latency, included in it).\n",
+    );
+    out
+}
+
+/// Adds this tool to the preamble of BENCHMARKS.md (the part before the first `## `): a
+/// row in its index table and the command in its build-and-run block, unless present.
+fn add_to_index(path: &std::path::Path) -> Result<()> {
+    let document = std::fs::read_to_string(path)?;
+    let preamble_end = document
+        .match_indices("\n## ")
+        .next()
+        .map_or(document.len(), |(at, _)| at + 1);
+    let (preamble, rest) = document.split_at(preamble_end);
+    let mut lines: Vec<String> = preamble.lines().map(str::to_owned).collect();
+    if !preamble.contains("`bench-recommend`") {
+        let header = lines.iter().position(|line| line.starts_with("| section | tool |"));
+        if let Some(header) = header {
+            let mut end = header;
+            while lines.get(end + 1).is_some_and(|line| line.starts_with('|')) {
+                end += 1;
+            }
+            lines.insert(end + 1, INDEX_ROW.to_string());
+        }
+    }
+    if !preamble.contains("target/release/bench-recommend") {
+        let last_run = lines.iter().rposition(|line| line.starts_with("target/release/bench-"));
+        if let Some(last_run) = last_run {
+            lines.insert(
+                last_run + 1,
+                "target/release/bench-recommend --write-markdown BENCHMARKS.md".to_string(),
+            );
+        }
+        for line in &mut lines {
+            if line.starts_with("cargo build --release") && !line.contains("bench-recommend") {
+                line.push_str(" --bin bench-recommend");
+            }
+        }
+    }
+    let mut updated = lines.join("\n");
+    updated.push('\n');
+    updated.push_str(rest);
+    if updated != document {
+        std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- main
+
+fn print_latency(name: &str, run: &OpenLoop) {
+    println!(
+        "latency {name} at {} req/s: {} requests ({} req/s achieved): {}; non-200 {}; send lag p99 {}",
+        thousands(run.rate),
+        thousands(run.latencies.len() as f64),
+        thousands(run.achieved),
+        summary(&run.latencies),
+        run.failures.count,
+        ms(percentile(&run.send_lag, 0.99)),
+    );
+}
+
+async fn measure(
+    args: &Args,
+    ours: &Arc<Target>,
+    bare: &Arc<Target>,
+    bodies: &Arc<Vec<Bytes>>,
+    (response_bytes, bare_bytes, bare_threads): (usize, usize, usize),
+) -> Result<Report> {
+    let (mut bare_failures, mut ours_failures) = (Failures::default(), Failures::default());
+    for (name, target, failures) in [
+        ("bare", bare, &mut bare_failures),
+        ("rankstream", ours, &mut ours_failures),
+    ] {
+        let warmup = closed_loop(target, bodies, args.connections, args.warmup_seconds, failures).await?;
+        eprintln!("warm-up {name}: {} req/s", thousands(warmup.per_sec));
+    }
+    let (mut bare_rounds, mut ours_rounds) = (Vec::new(), Vec::new());
+    for round in 1..=args.rounds {
+        for (name, target, failures, rounds) in [
+            ("bare hyper", bare, &mut bare_failures, &mut bare_rounds),
+            ("rankstream", ours, &mut ours_failures, &mut ours_rounds),
+        ] {
+            let result = closed_loop(target, bodies, args.connections, args.seconds, failures).await?;
+            println!(
+                "round {round} {name}: {} requests in {:.2} s = {} req/s ({})",
+                thousands(result.requests as f64),
+                result.seconds,
+                thousands(result.per_sec),
+                summary(&result.latencies)
+            );
+            rounds.push(result);
+        }
+    }
+    let ours_max = Report::median_rate(&ours_rounds);
+    let bare_max = Report::median_rate(&bare_rounds);
+    println!(
+        "max throughput (medians): bare {} req/s, rankstream {} req/s = {:.1}%",
+        thousands(bare_max),
+        thousands(ours_max),
+        100.0 * ours_max / bare_max
+    );
+    let rate = ours_max * args.load_fraction;
+    ensure!(rate > 0.0, "no rankstream throughput to take a fraction of");
+    let (n, seconds) = (args.latency_connections, args.latency_seconds);
+    let ours_latency = open_loop(ours, bodies, n, rate, seconds).await?;
+    print_latency("rankstream", &ours_latency);
+    let bare_latency = open_loop(bare, bodies, n, rate, seconds).await?;
+    print_latency("bare hyper", &bare_latency);
+    Ok(Report {
+        response_bytes,
+        bare_bytes,
+        bare_rounds,
+        ours_rounds,
+        ours_latency,
+        bare_latency,
+        bare_failures,
+        ours_failures,
+        bare_threads,
+    })
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let counts = [
+        args.candidates,
+        args.items,
+        args.users,
+        args.events_per_user,
+        args.connections,
+        args.rounds,
+        args.latency_connections,
+    ];
+    ensure!(!counts.contains(&0), "counts must be > 0");
+    ensure!(args.candidates <= args.items, "--candidates must be <= --items");
+    ensure!(
+        args.seconds > 0.0 && args.latency_seconds > 0.0 && args.warmup_seconds >= 0.0,
+        "durations must be > 0"
+    );
+    ensure!(
+        args.load_fraction > 0.0 && args.load_fraction <= 1.0,
+        "--load-fraction must be in (0, 1]"
+    );
+    let binary = server_binary(args.server_bin.as_ref())?;
+    let key = generate_key();
+    let mut rng = StdRng::seed_from_u64(args.seed);
+
+    let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
+    eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
+    let bare_threads = args
+        .bare_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let bare_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(bare_threads)
+        .thread_name("bare-hyper")
+        .enable_all()
+        .build()?;
+    let outcome = async {
+        let ours = Arc::new(Target::parse(&url, key.clone())?);
+        create_catalog(&ours, &args, &mut rng).await?;
+        post_events(&ours, &args, &mut rng).await?;
+        let bodies = Arc::new(request_bodies(&args, &mut rng)?);
+        let (response_bytes, example) = sample_responses(&ours, &bodies, &args).await?;
+        let bare_body = padded_json(response_bytes);
+        eprintln!(
+            "recommend responses: {response_bytes} bytes (median of {SIZE_SAMPLES}), e.g. {}",
+            snippet(example.to_string().as_bytes())
+        );
+        let bare_address = start_bare_server(&bare_runtime, bare_body.clone())?;
+        let bare = Arc::new(Target::parse(&format!("http://{bare_address}"), key.clone())?);
+        eprintln!(
+            "bare hyper server at {bare_address} ({bare_threads} threads), answering {} bytes",
+            bare_body.len()
+        );
+        measure(
+            &args,
+            &ours,
+            &bare,
+            &bodies,
+            (response_bytes, bare_body.len(), bare_threads),
+        )
+        .await
+    }
+    .await;
+    bare_runtime.shutdown_background();
+    server.stop().await?;
+    let report = outcome?;
+
+    println!("\nsummary:");
+    for (name, result, target, met) in goals(&report, &args) {
+        println!(
+            "  {name}: {result} (target {target}: {})",
+            if met { "met" } else { "NOT met" }
+        );
+    }
+    if report.non_200() > 0 {
+        for (name, failures) in [
+            ("bare, closed loop", &report.bare_failures),
+            ("rankstream, closed loop", &report.ours_failures),
+            ("rankstream, open loop", &report.ours_latency.failures),
+            ("bare, open loop", &report.bare_latency.failures),
+        ] {
+            if let Some(first) = &failures.first {
+                eprintln!("{name}: {} non-200, the first: {first}", failures.count);
+            }
+        }
+        bail!("{} responses were not 200; no Markdown written", report.non_200());
+    }
+    if let Some(path) = &args.write_markdown {
+        write_markdown_section(path, MARKDOWN_HEADING, &markdown_section(&args, &report))?;
+        add_to_index(path)?;
+        println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
+    }
+    Ok(())
+}
