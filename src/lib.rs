@@ -14,7 +14,8 @@
 //! - [`stream`]: Kafka: the consumer of the node's shard partitions, the producer of
 //!   REST events, dead letters.
 //! - [`ranking`]: the model trait, the registry of models by id, and ranking of
-//!   candidates (order, limit, duplicate-id echo); pure, no HTTP.
+//!   candidates (order, limit, duplicate-id echo) and of modules (placement of
+//!   pinned modules and items); pure, no HTTP.
 //! - [`keys`]: API keys, stored hashed, shared by the HTTP admin API and the CLI.
 //! - [`api`]: the hyper frontend: routing, auth, rate quota, body limits, deadline,
 //!   one file per endpoint group, and the one place errors become statuses.

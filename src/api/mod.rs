@@ -10,6 +10,7 @@ mod catalog;
 mod error;
 mod events;
 mod recommend;
+mod recommend_module;
 mod routes;
 mod users;
 
@@ -231,6 +232,7 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         | Endpoint::CatalogItemNamed => catalog::handle(state, endpoint, request).await,
         Endpoint::Users | Endpoint::User => users::handle(state, endpoint, request).await,
         Endpoint::Recommend => recommend::handle(state, request).await,
+        Endpoint::RecommendModule => recommend_module::handle(state, request).await,
         Endpoint::Events | Endpoint::Engagement | Endpoint::Event | Endpoint::Session | Endpoint::UserState => {
             events::handle(state, endpoint, request).await
         }

@@ -16,7 +16,7 @@ use crate::training::RecRecord;
 const PROFILE_ITEMS: usize = 10;
 
 /// Most candidates in one request (DESIGN.md §7).
-const MAX_CANDIDATES: usize = 10_000;
+pub(super) const MAX_CANDIDATES: usize = 10_000;
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let Value::Object(body) = request.json_value()? else {
@@ -269,14 +269,14 @@ fn item_candidate(item: &Value) -> Result<Candidate, ApiError> {
     })
 }
 
-fn item_id(value: &Value, field: &str) -> Result<String, ApiError> {
+pub(super) fn item_id(value: &Value, field: &str) -> Result<String, ApiError> {
     match value {
         Value::String(id) if !id.is_empty() => Ok(id.clone()),
         _ => Err(ApiError::validation(format!("{field} must hold non-empty string ids"))),
     }
 }
 
-fn optional_string(body: &Map<String, Value>, field: &str) -> Result<Option<String>, ApiError> {
+pub(super) fn optional_string(body: &Map<String, Value>, field: &str) -> Result<Option<String>, ApiError> {
     match body.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) if !text.is_empty() => Ok(Some(text.clone())),

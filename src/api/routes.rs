@@ -42,6 +42,8 @@ pub enum Endpoint {
     Engagement,
     /// `/v1/recommend`
     Recommend,
+    /// `/v1/recommend/module`
+    RecommendModule,
     /// `/v1/admin/models/retrain`
     AdminRetrain,
 }
@@ -78,6 +80,7 @@ impl Endpoint {
             ["v1", "events", _] => Endpoint::Event,
             ["catalog" | "cds", "engagement"] => Endpoint::Engagement,
             ["v1", "recommend"] => Endpoint::Recommend,
+            ["v1", "recommend", "module"] => Endpoint::RecommendModule,
             _ => return None,
         };
         let params = match endpoint {
@@ -118,6 +121,7 @@ impl Endpoint {
             | Endpoint::Events
             | Endpoint::Engagement
             | Endpoint::Recommend
+            | Endpoint::RecommendModule
             | Endpoint::AdminRetrain => POST,
             Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
         }
@@ -136,7 +140,7 @@ impl Endpoint {
             Endpoint::User if method == Method::GET => "catalog:read",
             Endpoint::User | Endpoint::Users => "users:write",
             Endpoint::Events | Endpoint::Engagement => "events:write",
-            Endpoint::Recommend => "recommend",
+            Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
             // Live state and the raw log expose every user's behaviour: operators only.
             Endpoint::UserState | Endpoint::Session | Endpoint::Event => "admin",
         })

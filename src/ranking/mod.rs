@@ -11,6 +11,7 @@ mod components;
 pub mod features;
 mod learned;
 mod mock;
+pub mod modules;
 mod registry;
 
 use std::collections::{BTreeMap, HashMap};
