@@ -50,7 +50,7 @@ use rankstream::ranking::{rank, Candidate, ModelRegistry, RankContext, Signals, 
 use rankstream::storage::Storage;
 use rankstream::time::format_rfc3339;
 use rankstream::topology::{Topology, SINGLE_TOML};
-use rankstream::training::Training;
+use rankstream::training::{covisit_key, Training};
 
 #[derive(Parser)]
 #[command(about = "Offline evaluation of rankstream's models on public datasets")]
@@ -446,7 +446,8 @@ fn all_items_candidates(node: &Node, context: &RankContext) -> Vec<Candidate> {
         .flat_map(|session| session.recent.iter())
         .filter_map(|id| trained.items.get(id))
         .collect();
-    let mut chosen: HashSet<u32> = trained.covisit.scores(&prefix).into_keys().collect();
+    let ranked_session = context.session_id.as_deref().map(covisit_key);
+    let mut chosen: HashSet<u32> = trained.covisit.scores(&prefix, ranked_session).into_keys().collect();
     chosen.extend(
         trained
             .popularity

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{Candidate, Feature, FeatureVector, RankContext, Signals, FEATURES};
-use crate::training::{ItemIndex, Trained};
+use crate::training::{covisit_key, ItemIndex, Trained};
 
 /// A user's long-term affinity counts this much of a session's.
 const USER_AFFINITY_WEIGHT: f64 = 0.5;
@@ -39,7 +39,12 @@ pub fn feature_vectors(
     if needed[Feature::Covisit as usize] {
         let prefix = session_prefix(trained, context);
         if !prefix.is_empty() {
-            let scores = trained.covisit.scores(&prefix);
+            let ranked_session = context
+                .session_id
+                .as_deref()
+                .or(context.user_id.as_deref())
+                .map(covisit_key);
+            let scores = trained.covisit.scores(&prefix, ranked_session);
             fill(Feature::Covisit, &|i| {
                 indexes[i].and_then(|item| scores.get(&item)).map_or(0.0, |&s| s as f64)
             });

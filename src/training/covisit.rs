@@ -1,138 +1,521 @@
-//! Co-visitation (session-kNN family): which items sessions visit together, learned
-//! click by click, scored against a session's recent items with recency weights.
+//! Co-visitation, the session-kNN family: which items sessions visit together,
+//! learned click by click, scored against a session's recent items. Three parts,
+//! each scaled to its maximum, then blended (tuned on a validation slice of the
+//! Diginetica training data, see BENCHMARKS.md "Offline evaluation"):
+//!
+//! 1. **Item-to-item transitions (SR-style, time-decayed).** When click `j`
+//!    arrives at position `q` of a session, for each of the previous
+//!    `ii_window` clicks `i` of that session (gap `d = q - p`, `i != j`):
+//!        W[i][j] += tw * d^-ii_fwd_pow                      (forward)
+//!        W[j][i] += tw * ii_bwd_weight * d^-ii_bwd_pow      (backward)
+//!        pop[j]  += tw
+//!    with `tw = exp(sid / ii_time_tau)` (`sid` = ordinal of the session in the
+//!    stream), i.e. all counts decay with e-folding time `ii_time_tau` sessions.
+//!    Scoring uses the last `ii_recent` *distinct* prefix items, the k-th most
+//!    recent (k = 0 is the last click) weighted `exp(-k * ii_recency_decay)`:
+//!        A(j) = sum_k exp(-k*ii_recency_decay) * W[i_k][j]
+//!                     / pop[i_k]^ii_src_alpha / pop[j]^ii_tgt_beta
+//!
+//! 2. **Session kNN (STAN / V-SKNN style).** A ring buffer of the most recent
+//!    `knn_max_sessions` sessions plus an inverted index item -> the
+//!    `knn_sessions_per_item` most recent sessions containing it. For a prefix,
+//!    prefix item at distance t from the end (latest occurrence; t = 0 is the
+//!    last click) has weight w1 = exp(-t / knn_lambda_pos). Candidates = the
+//!    `knn_sample` most recent stored sessions sharing an item with the prefix
+//!    (the session being ranked excluded).
+//!        sim(N) = sum_{distinct i in N ∩ prefix} w1(i)
+//!                 * exp(-(now - sid_N) / knn_lambda_time)
+//!    The `knn_k` most similar sessions vote. With `m` the position in N of
+//!    the matched item that is most recent in the prefix, the item at position
+//!    q of N receives
+//!        B(j) += sim(N) * exp(-(q - m) / knn_lambda_after)    if q > m
+//!        B(j) += sim(N) * exp(-(m - q) / knn_lambda_before)   if q <= m
+//!
+//! 3. **Repeat / re-visit (learned online).** While observing, the model counts
+//!    how often the next click re-visits the item whose latest occurrence is t
+//!    clicks back (`rate(t) = hits[t] / opportunities[t]`), and how often the
+//!    next click is a repeat per prefix bucket (length capped at 10 x last click
+//!    repeats the previous one x prefix already has a repeat).
+//!        R(j) = rate(t_latest(j)) + rep_count_w * sum_{older occ.} rate(t_occ)
+//!    The per-case repeat weight is multiplied by
+//!        rep_mult = (P(repeat | bucket) / P(repeat))^rep_gamma.
+//!
+//! Final: score(j) = w_ii*A(j)/max A + w_knn*B(j)/max B + w_rep*rep_mult*R(j)/max R.
+//!
+//! Memory is bounded by: `ii_cap` neighbours per item (a neighbour map is pruned
+//! back to its `ii_cap` heaviest entries when it exceeds 2*ii_cap),
+//! `knn_max_sessions` stored sessions of at most `max_session_len` clicks (they
+//! double as the per-session buffers of live sessions), and
+//! `knn_sessions_per_item` index entries per item. The item table grows with the
+//! catalogue (one entry per item ever seen).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::ItemIndex;
 
-/// Tuning of the co-visitation learner and scorer.
+/// Hyper-parameters. `Default` = values tuned on the Diginetica validation
+/// slice (first 90% of training sessions -> last 10%).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Params {
-    /// Items of a session remembered for pairing with its next clicks.
-    pub window: usize,
-    /// Sessions remembered at once; the least recently active is forgotten.
-    pub max_sessions: usize,
-    /// Neighbours kept per item (the strongest).
-    pub max_neighbours: usize,
-    /// Weight of a pair seen in the opposite order (j before i) relative to i before j.
-    pub backward: f32,
-    /// Exponent of the neighbour's popularity in the normalisation.
-    pub popularity_exponent: f32,
-    /// Weight of an item already in the session (a re-visit).
-    pub repeat: f32,
+    // ---- item-to-item component ----
+    /// Max position gap between two clicks of a session that forms a pair.
+    pub ii_window: usize,
+    /// Forward pair weight = gap^-ii_fwd_pow.
+    pub ii_fwd_pow: f32,
+    /// Backward pair weight = ii_bwd_weight * gap^-ii_bwd_pow.
+    pub ii_bwd_weight: f32,
+    pub ii_bwd_pow: f32,
+    /// Max neighbours kept per item.
+    pub ii_cap: usize,
+    /// Source normalisation: divide by pop(i)^alpha.
+    pub ii_src_alpha: f32,
+    /// Target normalisation: divide by pop(j)^beta.
+    pub ii_tgt_beta: f32,
+    /// Number of most recent distinct prefix items used.
+    pub ii_recent: usize,
+    /// Weight of the k-th most recent distinct prefix item = exp(-k * decay).
+    pub ii_recency_decay: f32,
+    /// Time decay of pair counts and popularity (e-folding time, in sessions);
+    /// <= 0 disables decay.
+    pub ii_time_tau: f32,
+
+    // ---- session-kNN component ----
+    /// Inverted index: most recent sessions kept per item.
+    pub knn_sessions_per_item: usize,
+    /// Sessions kept in the store (ring buffer).
+    pub knn_max_sessions: usize,
+    /// Candidate sessions considered (most recent first).
+    pub knn_sample: usize,
+    /// Neighbours that vote.
+    pub knn_k: usize,
+    /// Prefix position decay (in clicks).
+    pub knn_lambda_pos: f32,
+    /// Neighbour-session age decay (in sessions); >= 1e8 disables it.
+    pub knn_lambda_time: f32,
+    /// Decay of neighbour items after / before the match position (in clicks).
+    pub knn_lambda_after: f32,
+    pub knn_lambda_before: f32,
+    /// Max clicks remembered per session (oldest dropped).
+    pub max_session_len: usize,
+
+    // ---- repeat component ----
+    /// true: recency profile of repeats learned online; false: exp(-t/rep_lambda).
+    pub rep_learned: bool,
+    pub rep_lambda: f32,
+    /// Relative weight of additional (older) occurrences of an item in the prefix.
+    pub rep_count_w: f32,
+    /// Exponent of the per-case repeat-weight multiplier (0 = constant weight).
+    pub rep_gamma: f32,
+
+    // ---- blend ----
+    pub w_ii: f32,
+    pub w_knn: f32,
+    pub w_rep: f32,
 }
 
 impl Default for Params {
-    fn default() -> Params {
+    fn default() -> Self {
         Params {
-            window: 10,
-            max_sessions: 200_000,
-            max_neighbours: 200,
-            backward: 0.5,
-            popularity_exponent: 0.5,
-            repeat: 0.5,
+            ii_window: 10,
+            ii_fwd_pow: 1.0,
+            ii_bwd_weight: 0.5,
+            ii_bwd_pow: 1.0,
+            ii_cap: 500,
+            ii_src_alpha: 0.5,
+            ii_tgt_beta: 0.1,
+            ii_recent: 10,
+            ii_recency_decay: 0.7,
+            ii_time_tau: 130_000.0,
+            knn_sessions_per_item: 1000,
+            knn_max_sessions: 250_000,
+            knn_sample: 500,
+            knn_k: 50,
+            knn_lambda_pos: 2.0,
+            knn_lambda_time: 100_000.0,
+            knn_lambda_after: 2.5,
+            knn_lambda_before: 3.0,
+            max_session_len: 50,
+            rep_learned: true,
+            rep_lambda: 2.0,
+            rep_count_w: 0.3,
+            rep_gamma: 1.5,
+            w_ii: 0.5,
+            w_knn: 1.0,
+            w_rep: 0.8,
         }
     }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct ItemState {
+    /// Decayed click count (in units of the current time scale).
+    pop: f32,
+    /// Decayed weighted pair counts W[self][j].
+    nbrs: FxHashMap<ItemIndex, f32>,
+    /// Ordinals of the most recent sessions containing the item (oldest first).
+    sessions: VecDeque<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredSession {
+    key: u64,
+    items: Vec<ItemIndex>,
+}
+
+const REP_BUCKETS: usize = 11 * 4;
+const REP_DIST: usize = 20;
+/// When the time weight exceeds this, all decayed counts are rescaled.
+const RESCALE_AT: f32 = 1.0e6;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionModel {
-    params: Params,
-    /// Item → neighbour → weight.
-    neighbours: HashMap<ItemIndex, HashMap<ItemIndex, f32>>,
-    /// Clicks per item.
-    counts: HashMap<ItemIndex, u32>,
-    /// Session → its recent items, oldest first, and when it was last active.
-    sessions: HashMap<u64, (VecDeque<ItemIndex>, u64)>,
-    /// Session activity order, for forgetting the least recent.
-    activity: VecDeque<(u64, u64)>,
-    clock: u64,
+    pub params: Params,
+    items: FxHashMap<ItemIndex, ItemState>,
+    /// Ring buffer of sessions; `sessions[k]` has ordinal `first_sid + k`.
+    sessions: VecDeque<StoredSession>,
+    first_sid: u64,
+    /// Session key -> ordinal, for sessions still in the store.
+    key_to_sid: FxHashMap<u64, u64>,
+    /// Session ordinal at which the time weight is 1 (moved on rescale).
+    time_origin: u64,
+    /// Per prefix bucket: [#next click was a repeat, #next clicks].
+    rep_bucket: Vec<[f64; 2]>,
+    /// hits[t]: next click re-visited the item whose latest occurrence is t back;
+    /// opp[t]: prefixes long enough to have a distance t.
+    rep_hits: Vec<f64>,
+    rep_opp: Vec<f64>,
+}
+
+/// Bucket of a prefix for the repeat statistics: length (capped at 10) x
+/// (last click repeats the previous one) x (prefix contains any repeat).
+fn rep_bucket_of(prefix: &[ItemIndex]) -> usize {
+    let n = prefix.len();
+    let last_rep = n >= 2 && prefix[n - 1] == prefix[n - 2];
+    let any_rep = (1..n).any(|a| prefix[..a].contains(&prefix[a]));
+    n.min(10) * 4 + 2 * last_rep as usize + any_rep as usize
+}
+
+/// Per-component sparse scores, each divided by its max (so in [0, 1]).
+pub struct Components {
+    pub ii: Vec<(ItemIndex, f32)>,
+    pub knn: Vec<(ItemIndex, f32)>,
+    pub rep: Vec<(ItemIndex, f32)>,
+    /// Per-case multiplier of the repeat weight.
+    pub rep_mult: f32,
 }
 
 impl SessionModel {
-    pub fn new(params: Params) -> SessionModel {
+    pub fn new(params: Params) -> Self {
         SessionModel {
             params,
-            neighbours: HashMap::new(),
-            counts: HashMap::new(),
-            sessions: HashMap::new(),
-            activity: VecDeque::new(),
-            clock: 0,
+            items: FxHashMap::default(),
+            sessions: VecDeque::new(),
+            first_sid: 0,
+            key_to_sid: FxHashMap::default(),
+            time_origin: 0,
+            rep_bucket: vec![[0.0; 2]; REP_BUCKETS],
+            rep_hits: vec![0.0; REP_DIST],
+            rep_opp: vec![0.0; REP_DIST],
         }
     }
 
-    /// One click of a session, in stream order.
+    fn next_sid(&self) -> u64 {
+        self.first_sid + self.sessions.len() as u64
+    }
+
+    /// Consume one click (stream order). Sessions may interleave.
     pub fn observe(&mut self, session: u64, item: ItemIndex) {
-        self.clock += 1;
-        *self.counts.entry(item).or_default() += 1;
-        let clock = self.clock;
-        let (recent, active) = self.sessions.entry(session).or_insert_with(|| (VecDeque::new(), clock));
-        *active = clock;
-        let previous: Vec<ItemIndex> = recent.iter().copied().collect();
-        recent.push_back(item);
-        if recent.len() > self.params.window {
-            recent.pop_front();
+        // Locate or create the session record.
+        let sid = match self.key_to_sid.get(&session) {
+            Some(&s) => s,
+            None => {
+                let s = self.next_sid();
+                self.sessions.push_back(StoredSession {
+                    key: session,
+                    items: Vec::new(),
+                });
+                self.key_to_sid.insert(session, s);
+                while self.sessions.len() > self.params.knn_max_sessions.max(1) {
+                    let Some(old) = self.sessions.pop_front() else { break };
+                    if self.key_to_sid.get(&old.key) == Some(&self.first_sid) {
+                        self.key_to_sid.remove(&old.key);
+                    }
+                    self.first_sid += 1;
+                }
+                s
+            }
+        };
+
+        // Time weight: increments grow as exp(age/tau), equivalent to decaying all
+        // old counts; rescale everything once the weight gets large.
+        let p = &self.params;
+        let mut tw = 1.0f32;
+        if p.ii_time_tau > 0.0 {
+            tw = ((sid.saturating_sub(self.time_origin)) as f32 / p.ii_time_tau).exp();
+            if tw > RESCALE_AT {
+                let inv = 1.0 / tw;
+                for st in self.items.values_mut() {
+                    st.pop *= inv;
+                    for w in st.nbrs.values_mut() {
+                        *w *= inv;
+                    }
+                }
+                self.time_origin = sid;
+                tw = 1.0;
+            }
         }
-        self.activity.push_back((session, clock));
-        for (distance, &earlier) in previous.iter().rev().enumerate() {
-            if earlier == item {
+
+        let p = &self.params;
+        let (window, fp, bw, bp, cap) = (p.ii_window, p.ii_fwd_pow, p.ii_bwd_weight, p.ii_bwd_pow, p.ii_cap);
+        let (max_len, spi) = (p.max_session_len.max(1), p.knn_sessions_per_item);
+        let sess = &mut self.sessions[(sid - self.first_sid) as usize];
+        let already = sess.items.contains(&item);
+
+        // Online repeat statistics (prefix = clicks so far in this session).
+        let n = sess.items.len();
+        if n >= 1 {
+            let b = rep_bucket_of(&sess.items);
+            self.rep_bucket[b][1] += 1.0;
+            if let Some(t) = sess.items.iter().rev().position(|&x| x == item) {
+                self.rep_bucket[b][0] += 1.0;
+                self.rep_hits[t.min(REP_DIST - 1)] += 1.0;
+            }
+            for t in 0..n.min(REP_DIST) {
+                self.rep_opp[t] += 1.0;
+            }
+        }
+
+        // Pair updates against the previous clicks of this session.
+        for (d, &prev) in sess.items.iter().rev().take(window).enumerate() {
+            if prev == item {
                 continue;
             }
-            let weight = 1.0 / (distance + 1) as f32;
-            self.add_pair(earlier, item, weight);
-            self.add_pair(item, earlier, weight * self.params.backward);
-        }
-        self.forget_old_sessions();
-    }
-
-    fn add_pair(&mut self, from: ItemIndex, to: ItemIndex, weight: f32) {
-        let neighbours = self.neighbours.entry(from).or_default();
-        *neighbours.entry(to).or_default() += weight;
-        if neighbours.len() > 2 * self.params.max_neighbours {
-            let mut strongest: Vec<(ItemIndex, f32)> = neighbours.drain().collect();
-            strongest.sort_by(|a, b| b.1.total_cmp(&a.1));
-            strongest.truncate(self.params.max_neighbours);
-            neighbours.extend(strongest);
-        }
-    }
-
-    fn forget_old_sessions(&mut self) {
-        while self.sessions.len() > self.params.max_sessions {
-            let Some((session, clock)) = self.activity.pop_front() else {
-                break;
-            };
-            if self.sessions.get(&session).is_some_and(|(_, active)| *active == clock) {
-                self.sessions.remove(&session);
+            let gap = (d + 1) as f32;
+            let wf = tw * if fp == 1.0 { 1.0 / gap } else { gap.powf(-fp) };
+            add_pair(&mut self.items, prev, item, wf, cap);
+            if bw > 0.0 {
+                let wb = tw * bw * if bp == 1.0 { 1.0 / gap } else { gap.powf(-bp) };
+                add_pair(&mut self.items, item, prev, wb, cap);
             }
         }
-        if self.activity.len() > 4 * self.params.max_sessions.max(1024) {
-            let sessions = &self.sessions;
-            self.activity
-                .retain(|(session, clock)| sessions.get(session).is_some_and(|(_, a)| a == clock));
+
+        sess.items.push(item);
+        if sess.items.len() > max_len {
+            sess.items.remove(0);
+        }
+        let st = self.items.entry(item).or_default();
+        st.pop += tw;
+        if !already {
+            st.sessions.push_back(sid);
+            while st.sessions.len() > spi {
+                st.sessions.pop_front();
+            }
         }
     }
 
-    /// Sparse scores for the items likely next after `prefix` (oldest first).
-    pub fn scores(&self, prefix: &[ItemIndex]) -> HashMap<ItemIndex, f32> {
-        let mut scores: HashMap<ItemIndex, f32> = HashMap::new();
-        for (age, &item) in prefix.iter().rev().take(self.params.window).enumerate() {
-            let recency = 1.0 / (age + 1) as f32;
-            if let Some(neighbours) = self.neighbours.get(&item) {
-                for (&neighbour, &weight) in neighbours {
-                    let count = self.counts.get(&neighbour).copied().unwrap_or(1) as f32;
-                    *scores.entry(neighbour).or_default() +=
-                        recency * weight / count.powf(self.params.popularity_exponent);
+    /// Sparse blended scores (higher is better, all > 0) for the click after `prefix`
+    /// (oldest first). `exclude`: the session being ranked, never its own neighbour.
+    pub fn scores(&self, prefix: &[ItemIndex], exclude: Option<u64>) -> FxHashMap<ItemIndex, f32> {
+        let c = self.components(prefix, exclude);
+        let p = &self.params;
+        let mut acc: FxHashMap<ItemIndex, f32> = FxHashMap::default();
+        acc.reserve(c.ii.len() + c.knn.len() + c.rep.len());
+        for (list, w) in [(&c.ii, p.w_ii), (&c.knn, p.w_knn), (&c.rep, p.w_rep * c.rep_mult)] {
+            if w == 0.0 {
+                continue;
+            }
+            for &(j, s) in list.iter() {
+                *acc.entry(j).or_insert(0.0) += w * s;
+            }
+        }
+        acc.retain(|_, score| *score > 0.0);
+        acc
+    }
+
+    /// The three components, each normalised by its maximum (for analysis/tuning).
+    pub fn components(&self, prefix: &[ItemIndex], exclude: Option<u64>) -> Components {
+        let p = &self.params;
+        let n = prefix.len();
+        let mut out = Components {
+            ii: Vec::new(),
+            knn: Vec::new(),
+            rep: Vec::new(),
+            rep_mult: 1.0,
+        };
+        if n == 0 {
+            return out;
+        }
+        // Distinct prefix items, most recent first, with distance from the end.
+        let mut distinct: Vec<(ItemIndex, usize)> = Vec::with_capacity(n);
+        for t in 0..n {
+            let it = prefix[n - 1 - t];
+            if !distinct.iter().any(|x| x.0 == it) {
+                distinct.push((it, t));
+            }
+        }
+
+        // ---- repeat ----
+        if p.w_rep != 0.0 {
+            let prof = |t: usize| {
+                if p.rep_learned {
+                    self.rep_rate(t)
+                } else {
+                    (-(t as f32) / p.rep_lambda).exp()
+                }
+            };
+            let mut rep: Vec<(ItemIndex, f32)> = Vec::new();
+            for t in 0..n {
+                let it = prefix[n - 1 - t];
+                match rep.iter_mut().find(|x| x.0 == it) {
+                    Some(x) => x.1 += p.rep_count_w * prof(t), // older occurrence
+                    None => rep.push((it, prof(t))),           // latest occurrence
                 }
             }
+            out.rep = normalise(rep);
+            if p.rep_gamma != 0.0 {
+                let b = self.rep_bucket[rep_bucket_of(prefix)];
+                let (gr, gt) = self.rep_bucket.iter().fold((0.0, 0.0), |a, x| (a.0 + x[0], a.1 + x[1]));
+                let pb = (b[0] + 1.0) / (b[1] + 2.0);
+                let pg = (gr + 1.0) / (gt + 2.0);
+                out.rep_mult = ((pb / pg) as f32).powf(p.rep_gamma);
+            }
         }
-        let best = scores.values().copied().fold(0.0f32, f32::max).max(1e-6);
-        for (age, &item) in prefix.iter().rev().enumerate() {
-            *scores.entry(item).or_default() += self.params.repeat * best / (age + 1) as f32;
+
+        // ---- item-to-item ----
+        if p.w_ii != 0.0 {
+            let mut acc: FxHashMap<ItemIndex, f32> = FxHashMap::default();
+            for (k, &(it, _)) in distinct.iter().take(p.ii_recent).enumerate() {
+                let st = match self.items.get(&it) {
+                    Some(s) => s,
+                    None => continue,
+                };
+                let r = (-(k as f32) * p.ii_recency_decay).exp()
+                    * if p.ii_src_alpha != 0.0 {
+                        st.pop.powf(-p.ii_src_alpha)
+                    } else {
+                        1.0
+                    };
+                for (&j, &w) in st.nbrs.iter() {
+                    let tn = if p.ii_tgt_beta != 0.0 {
+                        let pj = self.items.get(&j).map(|s| s.pop).unwrap_or(0.0);
+                        pj.max(1e-6).powf(-p.ii_tgt_beta)
+                    } else {
+                        1.0
+                    };
+                    *acc.entry(j).or_insert(0.0) += r * w * tn;
+                }
+            }
+            out.ii = normalise(acc.into_iter().collect());
         }
-        scores
+
+        // ---- session kNN ----
+        if p.w_knn != 0.0 {
+            out.knn = normalise(self.knn(&distinct, exclude));
+        }
+        out
     }
+
+    /// Learned rate at which the next click re-visits the item seen t clicks back.
+    fn rep_rate(&self, t: usize) -> f32 {
+        let t = t.min(REP_DIST - 1);
+        ((self.rep_hits[t] + 0.1) / (self.rep_opp[t] + 1.0)) as f32
+    }
+
+    fn knn(&self, distinct: &[(ItemIndex, usize)], exclude: Option<u64>) -> Vec<(ItemIndex, f32)> {
+        let p = &self.params;
+        // Candidates: union of the per-item recent-session lists, most recent first.
+        let mut cand: Vec<u64> = Vec::new();
+        for &(it, _) in distinct {
+            if let Some(st) = self.items.get(&it) {
+                cand.extend(st.sessions.iter().copied().filter(|&s| s >= self.first_sid));
+            }
+        }
+        cand.sort_unstable_by(|a, b| b.cmp(a));
+        cand.dedup();
+        cand.truncate(p.knn_sample);
+        let now = self.next_sid() as f32;
+        let w1: Vec<f32> = distinct
+            .iter()
+            .map(|x| (-(x.1 as f32) / p.knn_lambda_pos).exp())
+            .collect();
+
+        // Similarities; remember m = position in N of the prefix-latest match.
+        let mut sims: Vec<(f32, u64, usize)> = Vec::with_capacity(cand.len());
+        for &sid in &cand {
+            let sess = &self.sessions[(sid - self.first_sid) as usize];
+            if Some(sess.key) == exclude {
+                continue;
+            }
+            let mut sim = 0.0f32;
+            let mut best_t = usize::MAX;
+            let mut m = 0usize;
+            let mut seen: u64 = 0; // bitmask over the first 64 distinct prefix items
+            for (q, &it) in sess.items.iter().enumerate() {
+                if let Some(di) = distinct.iter().position(|x| x.0 == it) {
+                    if di < 64 && seen & (1u64 << di) == 0 {
+                        seen |= 1u64 << di;
+                        sim += w1[di];
+                    }
+                    let t = distinct[di].1;
+                    if t < best_t || (t == best_t && q > m) {
+                        best_t = t;
+                        m = q;
+                    }
+                }
+            }
+            if sim <= 0.0 {
+                continue;
+            }
+            if p.knn_lambda_time < 1.0e8 {
+                sim *= (-(now - sid as f32) / p.knn_lambda_time).exp();
+            }
+            sims.push((sim, sid, m));
+        }
+        if sims.len() > p.knn_k {
+            // Top-k by similarity, ties to the more recent session.
+            sims.select_nth_unstable_by(p.knn_k, |a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+            sims.truncate(p.knn_k);
+        }
+        let mut acc: FxHashMap<ItemIndex, f32> = FxHashMap::default();
+        for &(sim, sid, m) in &sims {
+            let sess = &self.sessions[(sid - self.first_sid) as usize];
+            for (q, &it) in sess.items.iter().enumerate() {
+                let w = if q > m {
+                    (-((q - m) as f32) / p.knn_lambda_after).exp()
+                } else {
+                    (-((m - q) as f32) / p.knn_lambda_before).exp()
+                };
+                *acc.entry(it).or_insert(0.0) += sim * w;
+            }
+        }
+        acc.into_iter().collect()
+    }
+}
+
+/// W[from][to] += w, pruning `from`'s neighbour map to its `cap` heaviest
+/// entries once it holds more than 2*cap.
+fn add_pair(items: &mut FxHashMap<ItemIndex, ItemState>, from: ItemIndex, to: ItemIndex, w: f32, cap: usize) {
+    let st = items.entry(from).or_default();
+    *st.nbrs.entry(to).or_insert(0.0) += w;
+    if st.nbrs.len() > 2 * cap.max(1) {
+        let mut v: Vec<(ItemIndex, f32)> = st.nbrs.drain().collect();
+        v.select_nth_unstable_by(cap, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(cap);
+        st.nbrs.extend(v);
+    }
+}
+
+fn normalise(mut v: Vec<(ItemIndex, f32)>) -> Vec<(ItemIndex, f32)> {
+    let mx = v.iter().fold(0.0f32, |a, x| a.max(x.1));
+    if mx > 0.0 {
+        for x in v.iter_mut() {
+            x.1 /= mx;
+        }
+    }
+    v
 }
 
 #[cfg(test)]
@@ -145,10 +528,20 @@ mod tests {
         for session in 0..20 {
             model.observe(session, 1);
             model.observe(session, 2);
-            model.observe(session, 3 + (session as ItemIndex % 2));
+            model.observe(session, 3 + (session as ItemIndex % 2) * 10);
         }
-        let scores = model.scores(&[1]);
-        assert!(scores[&2] > scores.get(&3).copied().unwrap_or(0.0));
+        let scores = model.scores(&[1], None);
+        assert!(scores[&2] > scores.get(&3).copied().unwrap_or(0.0), "{scores:?}");
         assert!(!scores.contains_key(&99));
+    }
+
+    #[test]
+    fn the_ranked_session_is_not_its_own_neighbour() {
+        let mut model = SessionModel::new(Params::default());
+        model.observe(7, 1);
+        model.observe(7, 2);
+        let own = model.components(&[1], Some(7));
+        assert!(own.knn.is_empty(), "only itself shares item 1");
+        assert!(!model.components(&[1], None).knn.is_empty());
     }
 }

@@ -176,10 +176,14 @@ impl Trained {
 
 /// The session an event belongs to for co-visitation: its sid, else its user.
 fn session_key(event: &Event) -> Option<u64> {
-    let key = event.sid.as_deref().or(event.uid.as_deref())?;
+    Some(covisit_key(event.sid.as_deref().or(event.uid.as_deref())?))
+}
+
+/// How the co-visitation model names a session (or a user without one).
+pub fn covisit_key(key: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
     key.hash(&mut hasher);
-    Some(hasher.finish())
+    hasher.finish()
 }
 
 /// The popularity segment of an event: the value of `field` among its properties.
