@@ -47,6 +47,7 @@
 pub mod api;
 pub mod clock;
 pub mod config;
+pub mod embed;
 pub mod engine;
 pub mod keys;
 pub mod ranking;
