@@ -5,9 +5,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
+use crate::engine::live_state::LiveState;
 use crate::engine::StateKey;
 use crate::ranking::{rank, Candidate, ItemFeatures, ModelError, RankContext, Ranked, Signals};
 use crate::training::RecRecord;
@@ -49,17 +51,32 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
     let ranked = rank(model.as_ref(), &context, &candidates, limit).map_err(model_error)?;
     let rec_id = uuid::Uuid::now_v7().to_string();
     record_shown(state, &rec_id, &model_id, &context, &ranked);
-    let items: Vec<Value> = ranked
+    let items = ranked
         .into_iter()
-        .map(|item| {
-            let mut out = json!({ "id": item.id, "score": item.score });
-            if !item.echoed.is_empty() {
-                out["attributes"] = Value::Object(item.echoed);
-            }
-            out
+        .map(|item| RankedItem {
+            id: item.id,
+            score: item.score,
+            attributes: item.echoed,
         })
         .collect();
-    ok(&json!({ "rec_id": rec_id, "items": items }))
+    ok(&RecommendResponse { rec_id, items })
+}
+
+/// The 200 body. Typed, so that scores serialize as the shortest decimal of their
+/// `f32` (0.8, not 0.800000011920929 as a detour through a JSON `Value` would give).
+#[derive(Serialize)]
+struct RecommendResponse {
+    rec_id: String,
+    items: Vec<RankedItem>,
+}
+
+#[derive(Serialize)]
+struct RankedItem {
+    id: String,
+    score: f32,
+    /// The duplicate-group echo (SPEC recommend rule 1); absent for unique ids.
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    attributes: Map<String, Value>,
 }
 
 /// How a model's refusal reaches the client.
@@ -93,8 +110,10 @@ pub(super) async fn rank_context(
     let read = |key: Option<StateKey>| async move {
         let key = key?;
         let deadline = Duration::from_millis(state.ranking.state_deadline_ms);
-        match tokio::time::timeout(deadline, state.engine.read_state(key.clone())).await {
-            Ok(Ok(Some((live, _)))) => Some(Signals::from_live(&live, now, state.engine.decay(&key).half_life_ms)),
+        let half_life_ms = state.engine.decay(&key).half_life_ms;
+        let project = Box::new(move |live: &LiveState| Signals::from_live(live, now, half_life_ms));
+        match tokio::time::timeout(deadline, state.engine.read_state_with(key.clone(), project)).await {
+            Ok(Ok(Some((signals, _)))) => Some(signals),
             Ok(Ok(None)) => None,
             Ok(Err(error)) => {
                 tracing::warn!(%error, key = key.key(), "live state unreadable; ranking without it");

@@ -193,8 +193,9 @@ pub enum KeyMessage {
         state: Box<LiveState>,
         done: Completion,
     },
-    /// A copy of the state.
-    Snapshot(oneshot::Sender<LiveState>),
+    /// A reader's view of the state, computed by the actor (a copy, or the few
+    /// signals ranking needs) and sent by the closure on the reader's channel.
+    Read(Box<dyn FnOnce(&LiveState) + Send>),
     /// Persist if changed.
     Persist(oneshot::Sender<()>),
     /// Persist and stop.
@@ -245,9 +246,7 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
                     self.dirty = true;
                 }
             }
-            KeyMessage::Snapshot(reply) => {
-                let _ = reply.send(self.state.clone());
-            }
+            KeyMessage::Read(read) => read(&self.state),
             KeyMessage::Persist(reply) => {
                 self.persist();
                 let _ = reply.send(());

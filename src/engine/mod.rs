@@ -29,10 +29,10 @@ use catalog_shard::{DeleteItem, DeleteUser, DropTableRows, PutTable, UpsertRows}
 use event::Event;
 pub use live_actor::{LiveActor, SequencedEvent, SessionActor, UserActor};
 use live_state::{DecayParams, LiveState};
-pub use shard_host::StateKey;
 use shard_host::{
     CheckpointMark, CheckpointPersist, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost, Wipe,
 };
+pub use shard_host::{Projection, StateKey};
 
 /// The running engine of one node.
 pub struct Engine {
@@ -311,9 +311,19 @@ impl Engine {
 
     /// A live state and whether an actor is live for it; `None` if the key has none.
     pub async fn read_state(&self, key: StateKey) -> Result<Option<(LiveState, bool)>, CatalogError> {
+        self.read_state_with(key, Box::new(LiveState::clone)).await
+    }
+
+    /// What `project` makes of a key's live state, computed where the state lives
+    /// (so a reader that needs a few signals does not copy the whole state).
+    pub async fn read_state_with<R: Send + 'static>(
+        &self,
+        key: StateKey,
+        project: Projection<R>,
+    ) -> Result<Option<(R, bool)>, CatalogError> {
         self.hosts
             .host(self.shard_of(key.key()))
-            .send(ReadState(key))
+            .send(ReadState(key, project))
             .await
             .map_err(mailbox_error)?
     }

@@ -415,25 +415,30 @@ impl ShardHost {
     }
 
     /// A state read: live actors answer themselves; otherwise the persisted state,
-    /// without starting an actor. `None` when the key has no state at all.
-    fn read_state<K: Hosted>(
+    /// without starting an actor. `project` turns the state into what the reader
+    /// wants. `None` when the key has no state at all.
+    fn read_state<K: Hosted, R: Send + 'static>(
         &mut self,
         context: &mut Context<Self>,
         key: String,
-    ) -> ResponseFuture<Result<Option<(LiveState, bool)>, CatalogError>> {
+        project: Projection<R>,
+    ) -> ResponseFuture<Result<Option<(R, bool)>, CatalogError>> {
         let registry = K::registry(self);
         if registry.live.contains(&key) || registry.stopping.contains_key(&key) {
             let (reply, answer) = oneshot::channel();
-            self.deliver::<K>(context, key, KeyMessage::Snapshot(reply));
+            let read = Box::new(move |state: &LiveState| {
+                let _ = reply.send(project(state));
+            });
+            self.deliver::<K>(context, key, KeyMessage::Read(read));
             return Box::pin(async move {
                 answer
                     .await
-                    .map(|state| Some((state, true)))
+                    .map(|view| Some((view, true)))
                     .map_err(|_| CatalogError::Unavailable("live actor stopped".into()))
             });
         }
         let stored = load_state::<K>(&self.storage, self.shard, &key).map_err(CatalogError::from);
-        Box::pin(ready(stored.map(|state| state.map(|state| (state, false)))))
+        Box::pin(ready(stored.map(|state| state.map(|state| (project(&state), false)))))
     }
 
     /// Replays the log after the last checkpoint (after a crash: events that were
@@ -645,20 +650,23 @@ impl StateKey {
     }
 }
 
-/// The state of a key and whether an actor is live for it; `None` if it has none.
-pub struct ReadState(pub StateKey);
+/// What a reader makes of a state.
+pub type Projection<R> = Box<dyn FnOnce(&LiveState) -> R + Send>;
 
-impl Message for ReadState {
-    type Result = Result<Option<(LiveState, bool)>, CatalogError>;
+/// A view of the state of a key and whether an actor is live for it; `None` if it has none.
+pub struct ReadState<R>(pub StateKey, pub Projection<R>);
+
+impl<R: Send + 'static> Message for ReadState<R> {
+    type Result = Result<Option<(R, bool)>, CatalogError>;
 }
 
-impl Handler<ReadState> for ShardHost {
-    type Result = ResponseFuture<Result<Option<(LiveState, bool)>, CatalogError>>;
+impl<R: Send + 'static> Handler<ReadState<R>> for ShardHost {
+    type Result = ResponseFuture<Result<Option<(R, bool)>, CatalogError>>;
 
-    fn handle(&mut self, ReadState(key): ReadState, context: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, ReadState(key, project): ReadState<R>, context: &mut Context<Self>) -> Self::Result {
         match key {
-            StateKey::Session(sid) => self.read_state::<Session>(context, sid),
-            StateKey::User(uid) => self.read_state::<User>(context, uid),
+            StateKey::Session(sid) => self.read_state::<Session, R>(context, sid, project),
+            StateKey::User(uid) => self.read_state::<User, R>(context, uid, project),
         }
     }
 }
