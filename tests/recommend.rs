@@ -71,6 +71,23 @@ fn duplicate_ids_echo_the_attributes_that_differ() {
     assert!(items[1].get("attributes").is_none(), "{body}");
 }
 
+/// The exact response of the mock model, from `tests/golden/recommend_mock_200.json`.
+#[test]
+fn mock_200_matches_the_golden_response() {
+    let golden: Value =
+        serde_json::from_str(include_str!("golden/recommend_mock_200.json")).expect("golden file is JSON");
+    let server = TestServer::start();
+    let key = server.create_key(&["recommend"], json!({"name": "ranker"}));
+    let reply = server.post(RECOMMEND, &key, golden["request"].clone());
+    let mut body = assert_status(&reply, 200, "golden").clone();
+    let rec_id = body.as_object_mut().unwrap().remove("rec_id").expect("rec_id");
+    assert!(
+        rec_id.as_str().is_some_and(|id| uuid::Uuid::parse_str(id).is_ok()),
+        "rec_id is a UUID: {rec_id}"
+    );
+    assert_eq!(body, golden["response"]);
+}
+
 #[test]
 fn every_rule_and_status() {
     let server = TestServer::start();
