@@ -1,7 +1,7 @@
 //! The feature columns learned models score with, each scaled to [0, 1] over the
 //! request's candidates (the best candidate of a column gets 1).
 
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap;
 
 use super::{Candidate, Feature, FeatureVector, RankContext, Signals, FEATURES};
 use crate::training::{covisit_key, ItemIndex, Trained};
@@ -51,18 +51,14 @@ pub fn feature_vectors(
         }
     }
     if needed[Feature::Affinity as usize] {
-        let session = normalized(context.session.as_ref());
-        let user = normalized(context.user.as_ref());
-        if !session.is_empty() || !user.is_empty() {
+        let affinity = combined_affinity(context.session.as_ref(), context.user.as_ref());
+        if !affinity.is_empty() {
             fill(Feature::Affinity, &|i| {
                 candidates[i].features.as_ref().map_or(0.0, |features| {
                     features
                         .keys
                         .iter()
-                        .map(|key| {
-                            session.get(key.as_str()).copied().unwrap_or(0.0)
-                                + USER_AFFINITY_WEIGHT * user.get(key.as_str()).copied().unwrap_or(0.0)
-                        })
+                        .map(|key| affinity.get(key.as_str()).copied().unwrap_or(0.0))
                         .sum()
                 })
             });
@@ -98,20 +94,22 @@ fn session_prefix(trained: &Trained, context: &RankContext) -> Vec<ItemIndex> {
     recent.iter().filter_map(|id| trained.items.get(id)).collect()
 }
 
-/// Affinities as shares of their total.
-fn normalized(signals: Option<&Signals>) -> BTreeMap<&str, f64> {
-    let Some(signals) = signals else {
-        return BTreeMap::new();
-    };
-    let total: f64 = signals.affinities.values().sum();
-    if total <= 0.0 {
-        return BTreeMap::new();
+/// The session's affinities as shares of their total plus the user's, weighted by
+/// [`USER_AFFINITY_WEIGHT`]: one hash lookup per candidate attribute (this runs for
+/// every key of every candidate, so it is the hot loop of a ranking request).
+fn combined_affinity<'a>(session: Option<&'a Signals>, user: Option<&'a Signals>) -> FxHashMap<&'a str, f64> {
+    let mut combined = FxHashMap::default();
+    for (signals, weight) in [(session, 1.0), (user, USER_AFFINITY_WEIGHT)] {
+        let Some(signals) = signals else { continue };
+        let total: f64 = signals.affinities.values().sum();
+        if total <= 0.0 {
+            continue;
+        }
+        for (key, value) in &signals.affinities {
+            *combined.entry(key.as_str()).or_insert(0.0) += weight * value / total;
+        }
     }
-    signals
-        .affinities
-        .iter()
-        .map(|(key, value)| (key.as_str(), value / total))
-        .collect()
+    combined
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
