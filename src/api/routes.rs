@@ -46,6 +46,10 @@ pub enum Endpoint {
     RecommendModule,
     /// `/v1/admin/models/retrain`
     AdminRetrain,
+    /// `/v1/search`
+    Search,
+    /// `/v1/search/rerank`, also served at `/search/rerank`
+    SearchRerank,
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -81,6 +85,8 @@ impl Endpoint {
             ["catalog" | "cds", "engagement"] => Endpoint::Engagement,
             ["v1", "recommend"] => Endpoint::Recommend,
             ["v1", "recommend", "module"] => Endpoint::RecommendModule,
+            ["v1", "search"] => Endpoint::Search,
+            ["v1", "search", "rerank"] | ["search", "rerank"] => Endpoint::SearchRerank,
             _ => return None,
         };
         let params = match endpoint {
@@ -122,6 +128,8 @@ impl Endpoint {
             | Endpoint::Engagement
             | Endpoint::Recommend
             | Endpoint::RecommendModule
+            | Endpoint::Search
+            | Endpoint::SearchRerank
             | Endpoint::AdminRetrain => POST,
             Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
         }
@@ -141,6 +149,7 @@ impl Endpoint {
             Endpoint::User | Endpoint::Users => "users:write",
             Endpoint::Events | Endpoint::Engagement => "events:write",
             Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
+            Endpoint::Search | Endpoint::SearchRerank => "search",
             // Live state and the raw log expose every user's behaviour: operators only.
             Endpoint::UserState | Endpoint::Session | Endpoint::Event => "admin",
         })
