@@ -6,6 +6,7 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::{json_response, HttpResponse};
+use crate::embed::EmbedError;
 use crate::engine::catalog::CatalogError;
 use crate::keys::KeyError;
 
@@ -123,6 +124,15 @@ impl From<CatalogError> for ApiError {
             CatalogError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
             CatalogError::Unavailable(message) => ApiError::Unavailable(message),
             CatalogError::Storage(error) => ApiError::Internal(error.to_string()),
+        }
+    }
+}
+
+impl From<EmbedError> for ApiError {
+    fn from(error: EmbedError) -> ApiError {
+        match error {
+            EmbedError::Invalid(message) => ApiError::validation(message),
+            error @ EmbedError::Model(_) => ApiError::Internal(error.to_string()),
         }
     }
 }

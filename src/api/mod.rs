@@ -7,8 +7,10 @@
 mod admin;
 mod auth;
 mod catalog;
+mod embed;
 mod error;
 mod events;
+mod image_fetch;
 mod recommend;
 mod recommend_module;
 mod routes;
@@ -66,6 +68,10 @@ pub struct AppState {
     pub training: Arc<crate::training::Training>,
     /// Live-state reads on the ranking path: deadline and misses.
     pub ranking: RankingStats,
+    /// Text and image embeddings for `/embed`, ingest-time item vectors and search.
+    pub embedder: Arc<dyn crate::embed::Embedder>,
+    /// `/embed` limits, `image_url` policy and ingest-time embedding settings.
+    pub embed_config: crate::config::EmbedConfig,
 }
 
 /// How the ranking path fares reading live state.
@@ -233,6 +239,7 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         Endpoint::Users | Endpoint::User => users::handle(state, endpoint, request).await,
         Endpoint::Recommend => recommend::handle(state, request).await,
         Endpoint::RecommendModule => recommend_module::handle(state, request).await,
+        Endpoint::Embed => embed::handle(state, request).await,
         Endpoint::Events | Endpoint::Engagement | Endpoint::Event | Endpoint::Session | Endpoint::UserState => {
             events::handle(state, endpoint, request).await
         }
