@@ -29,6 +29,8 @@ pub struct Config {
     pub training: TrainingConfig,
     /// The full-text index and how search and rerank blend text with personalization.
     pub search: SearchConfig,
+    /// Embedding model, `/embed` limits and ingest-time item embeddings.
+    pub embed: EmbedConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -205,6 +207,28 @@ pub struct AuthConfig {
     pub default_burst: u32,
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedConfig {
+    /// Directory of the all-MiniLM-L6-v2 sentence model (`config.json`, `tokenizer.json`,
+    /// `model.safetensors`); empty: the built-in hashed embedder, which needs no files.
+    pub model_dir: String,
+    /// Longest `text` accepted by `/embed`, in bytes (422 above it).
+    pub max_text_bytes: usize,
+    /// Whether `/embed` may fetch an `image_url` (an SSRF risk: off by default, 422 when off).
+    pub image_url_fetch: bool,
+    /// Hosts an `image_url` may name (exact, case-insensitive match); nothing else is fetched.
+    pub image_url_allow_hosts: Vec<String>,
+    /// Largest image accepted, decoded from `image_bytes` or fetched from `image_url`, in bytes.
+    pub image_max_bytes: usize,
+    /// How long fetching an `image_url` may take in all, in ms.
+    pub image_fetch_timeout_ms: u64,
+    /// Whether catalog items upserted without `embeddings` get one computed from their text.
+    pub embed_items_at_ingest: bool,
+    /// The item fields (strings or arrays of strings) whose text is embedded at ingest.
+    pub item_text_fields: Vec<String>,
+}
+
 impl Config {
     /// Layers the defaults, an optional file and the environment, then validates.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
@@ -264,6 +288,22 @@ impl Config {
             }
         }
         problems.extend(self.search.problems());
+        let embed = &self.embed;
+        for (name, value) in [
+            ("embed.max_text_bytes", embed.max_text_bytes as u64),
+            ("embed.image_max_bytes", embed.image_max_bytes as u64),
+            ("embed.image_fetch_timeout_ms", embed.image_fetch_timeout_ms),
+        ] {
+            if value == 0 {
+                problems.push(format!("{name} must be > 0"));
+            }
+        }
+        if embed.image_url_fetch && embed.image_url_allow_hosts.iter().all(|host| host.trim().is_empty()) {
+            problems.push("embed.image_url_fetch is on but embed.image_url_allow_hosts names no host".to_owned());
+        }
+        if embed.embed_items_at_ingest && embed.item_text_fields.is_empty() {
+            problems.push("embed.embed_items_at_ingest is on but embed.item_text_fields is empty".to_owned());
+        }
         if self.auth.default_rate_per_sec == 0 {
             problems.push("auth.default_rate_per_sec must be > 0".to_owned());
         }

@@ -23,6 +23,7 @@
 //!   one file per endpoint group, and the one place errors become statuses.
 //! - [`server`]: assembles a node (recovery, checkpoints, Kafka) and stops it in order.
 //! - [`clock`], [`time`]: the injected clock and timestamp formats.
+//! - [`embed`]: the `Embedder` trait, the MiniLM sentence model and the built-in hashed embedder.
 //!
 //! # Path of a request
 //!

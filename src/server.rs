@@ -39,6 +39,7 @@ pub async fn run(
     }
     let training = Training::start(storage.clone(), topology.shards, config.training.clone())?;
     let models = load_models(&config, &training)?;
+    let embedder = load_embedder(&config).await?;
     let engine = Arc::new(Engine::start(
         storage.clone(),
         topology,
@@ -92,6 +93,8 @@ pub async fn run(
             state_deadline_ms: config.engine.state_read_deadline_ms,
             ..RankingStats::default()
         },
+        embedder,
+        embed_config: config.embed.clone(),
     });
     api::serve(listener, state, shutdown).await;
 
@@ -145,6 +148,16 @@ fn load_models(config: &Config, training: &Arc<Training>) -> anyhow::Result<Mode
         std::fs::read_to_string(file).with_context(|| format!("reading models file {file}"))?
     };
     Ok(ModelRegistry::load(&text, training)?)
+}
+
+/// The configured embedder, loaded off the async workers (MiniLM reads ~90 MB).
+async fn load_embedder(config: &Config) -> anyhow::Result<Arc<dyn crate::embed::Embedder>> {
+    let embed = config.embed.clone();
+    let embedder = tokio::task::spawn_blocking(move || crate::embed::from_config(&embed))
+        .await?
+        .with_context(|| format!("loading the embedding model (embed.model_dir = {:?})", config.embed.model_dir))?;
+    tracing::info!(model = embedder.name(), dimensions = embedder.dimensions(), "embedder ready");
+    Ok(embedder)
 }
 
 fn load_topology(config: &Config) -> anyhow::Result<Topology> {

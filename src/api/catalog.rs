@@ -71,8 +71,10 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     "the body must be one item object; use PUT /v1/catalog/items for many",
                 ));
             }
+            let mut rows = vec![item];
+            super::embed::embed_items(state, &mut rows).await?;
             let stored = engine
-                .upsert_rows(RowKind::Item, vec![item])
+                .upsert_rows(RowKind::Item, rows)
                 .await
                 .pop()
                 .expect("one result per row")?;
@@ -108,7 +110,7 @@ async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpRespons
             .collect()
     };
     let mut failed = Vec::new();
-    let (indexes, rows): (Vec<usize>, Vec<Value>) = parsed
+    let (indexes, mut rows): (Vec<usize>, Vec<Value>) = parsed
         .into_iter()
         .enumerate()
         .filter_map(|(index, row)| {
@@ -117,6 +119,7 @@ async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpRespons
                 .map(|row| (index, row))
         })
         .unzip();
+    super::embed::embed_items(state, &mut rows).await?;
     let results = state.engine.upsert_rows(RowKind::Item, rows).await;
     let mut upserted = 0;
     for (index, result) in indexes.into_iter().zip(results) {

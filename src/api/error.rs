@@ -6,6 +6,7 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::{json_response, HttpResponse};
+use crate::embed::EmbedError;
 use crate::engine::catalog::CatalogError;
 use crate::keys::KeyError;
 
@@ -130,6 +131,15 @@ impl From<CatalogError> for ApiError {
 impl From<crate::search::SearchError> for ApiError {
     fn from(error: crate::search::SearchError) -> ApiError {
         ApiError::Internal(error.to_string())
+    }
+}
+
+impl From<EmbedError> for ApiError {
+    fn from(error: EmbedError) -> ApiError {
+        match error {
+            EmbedError::Invalid(message) => ApiError::validation(message),
+            error @ EmbedError::Model(_) => ApiError::Internal(error.to_string()),
+        }
     }
 }
 

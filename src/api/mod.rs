@@ -8,8 +8,10 @@ mod admin;
 mod auth;
 mod catalog;
 mod embedded_events;
+mod embed;
 mod error;
 mod events;
+mod image_fetch;
 mod recommend;
 mod recommend_module;
 mod rerank;
@@ -71,6 +73,10 @@ pub struct AppState {
     pub search: Arc<crate::search::SearchIndex>,
     /// Live-state reads on the ranking path: deadline and misses.
     pub ranking: RankingStats,
+    /// Text and image embeddings for `/embed`, ingest-time item vectors and search.
+    pub embedder: Arc<dyn crate::embed::Embedder>,
+    /// `/embed` limits, `image_url` policy and ingest-time embedding settings.
+    pub embed_config: crate::config::EmbedConfig,
 }
 
 /// How the ranking path fares reading live state.
@@ -240,6 +246,7 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         Endpoint::RecommendModule => recommend_module::handle(state, request).await,
         Endpoint::Search => search::handle(state, request).await,
         Endpoint::SearchRerank => rerank::handle(state, request).await,
+        Endpoint::Embed => embed::handle(state, request).await,
         Endpoint::Events | Endpoint::Engagement | Endpoint::Event | Endpoint::Session | Endpoint::UserState => {
             events::handle(state, endpoint, request).await
         }

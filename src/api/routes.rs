@@ -50,6 +50,8 @@ pub enum Endpoint {
     Search,
     /// `/v1/search/rerank`, also served at `/search/rerank`
     SearchRerank,
+    /// `/embed`
+    Embed,
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -87,6 +89,7 @@ impl Endpoint {
             ["v1", "recommend", "module"] => Endpoint::RecommendModule,
             ["v1", "search"] => Endpoint::Search,
             ["v1", "search", "rerank"] | ["search", "rerank"] => Endpoint::SearchRerank,
+            ["embed"] => Endpoint::Embed,
             _ => return None,
         };
         let params = match endpoint {
@@ -130,7 +133,8 @@ impl Endpoint {
             | Endpoint::RecommendModule
             | Endpoint::Search
             | Endpoint::SearchRerank
-            | Endpoint::AdminRetrain => POST,
+            | Endpoint::AdminRetrain
+            | Endpoint::Embed => POST,
             Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
         }
     }
@@ -150,6 +154,7 @@ impl Endpoint {
             Endpoint::Events | Endpoint::Engagement => "events:write",
             Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
             Endpoint::Search | Endpoint::SearchRerank => "search",
+            Endpoint::Embed => "embed",
             // Live state and the raw log expose every user's behaviour: operators only.
             Endpoint::UserState | Endpoint::Session | Endpoint::Event => "admin",
         })

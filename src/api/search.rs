@@ -108,9 +108,7 @@ pub(crate) async fn personalized_search(state: &AppState, request: &SearchReques
             &[true; FEATURES],
         )
     };
-    // The query's own vector, for hybrid search: wire the embedder here (the
-    // request query embedded with the model that embedded the items).
-    let query_vector: Option<Vec<f32>> = None;
+    let query_vector = query_vector(state, &request.query, &candidates).await;
     let scores = blend(config, &hits, &candidates, &vectors, query_vector.as_deref());
     let mut order: Vec<usize> = (0..hits.len()).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
@@ -135,6 +133,37 @@ pub(crate) async fn personalized_search(state: &AppState, request: &SearchReques
         }
     }
     Ok(found)
+}
+
+/// The query embedded by the node's embedder, for hybrid search, when some candidate
+/// carries an embedding of the embedder's dimensionality (items embedded at ingest by
+/// the same model, `embed.embed_items_at_ingest`); otherwise the model is not run.
+/// A failure only costs the vector term.
+async fn query_vector(state: &AppState, query: &str, candidates: &[Candidate]) -> Option<Vec<f32>> {
+    let dimensions = state.embedder.dimensions();
+    let comparable = candidates.iter().any(|candidate| {
+        candidate
+            .features
+            .as_ref()
+            .and_then(|features| features.embedding.as_ref())
+            .is_some_and(|embedding| embedding.len() == dimensions)
+    });
+    if !comparable {
+        return None;
+    }
+    let embedder = Arc::clone(&state.embedder);
+    let query = query.to_owned();
+    match tokio::task::spawn_blocking(move || embedder.embed_texts(&[query.as_str()])).await {
+        Ok(Ok(mut vectors)) => vectors.pop(),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "embedding the query failed; searching without its vector");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the query embedding task failed; searching without its vector");
+            None
+        }
+    }
 }
 
 /// The text matches, searched off the async workers.
