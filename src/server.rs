@@ -155,8 +155,17 @@ async fn load_embedder(config: &Config) -> anyhow::Result<Arc<dyn crate::embed::
     let embed = config.embed.clone();
     let embedder = tokio::task::spawn_blocking(move || crate::embed::from_config(&embed))
         .await?
-        .with_context(|| format!("loading the embedding model (embed.model_dir = {:?})", config.embed.model_dir))?;
-    tracing::info!(model = embedder.name(), dimensions = embedder.dimensions(), "embedder ready");
+        .with_context(|| {
+            format!(
+                "loading the embedding model (embed.model_dir = {:?})",
+                config.embed.model_dir
+            )
+        })?;
+    tracing::info!(
+        model = embedder.name(),
+        dimensions = embedder.dimensions(),
+        "embedder ready"
+    );
     Ok(embedder)
 }
 

@@ -83,7 +83,11 @@ fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> 
 /// A warm left-to-right gradient; `shift` changes it a little.
 fn sunset(width: u32, height: u32, shift: u8) -> Vec<u8> {
     png(width, height, |x, y| {
-        [230 - shift, (x * 255 / width) as u8 / 2 + shift, (y * 40 / height) as u8]
+        [
+            230 - shift,
+            (x * 255 / width) as u8 / 2 + shift,
+            (y * 40 / height) as u8,
+        ]
     })
 }
 
@@ -117,7 +121,10 @@ fn both_embedders_give_384_dimensions_related_closer_and_deterministic() {
         let body = assert_status(&reply, 200, model);
         assert_eq!(body["model"], model, "{body}");
         assert_eq!(body["dimensions"], DIMENSIONS, "{model}");
-        assert!(body.get("image_embedding").is_none(), "{model}: no image, no image vector");
+        assert!(
+            body.get("image_embedding").is_none(),
+            "{model}: no image, no image vector"
+        );
         let base = floats(&body["embedding"], model);
         assert_eq!(base.len(), DIMENSIONS, "{model}");
         let norm: f32 = base.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -133,12 +140,18 @@ fn both_embedders_give_384_dimensions_related_closer_and_deterministic() {
         let film = embed_text(&server, &key, "an animated film about toys that come to life");
         let related = cosine(&film, &embed_text(&server, &key, "animated toys film for children"));
         let unrelated = cosine(&film, &embed_text(&server, &key, "quarterly tax return deadline"));
-        assert!(related > unrelated + 0.2, "{model}: related {related}, unrelated {unrelated}");
+        assert!(
+            related > unrelated + 0.2,
+            "{model}: related {related}, unrelated {unrelated}"
+        );
 
         if model == "all-MiniLM-L6-v2" {
             // sentence-transformers' reference values for this model (FACTS.md).
             for (cos, expected) in [(very, 0.943), (dog, 0.695), (sunny, 0.257)] {
-                assert!((cos - expected).abs() < 0.01, "MiniLM cosine {cos}, reference {expected}");
+                assert!(
+                    (cos - expected).abs() < 0.01,
+                    "MiniLM cosine {cos}, reference {expected}"
+                );
             }
         }
     }
@@ -191,13 +204,28 @@ fn every_invalid_input_gets_its_status_on_both_embedders() {
             (json!({"text": long_text}), "text above max_text_bytes"),
             (json!({"text": "a", "image_bytes": 7}), "image_bytes of the wrong type"),
             (json!({"text": "a", "image_bytes": "%%% not base64 %%%"}), "bad base64"),
-            (json!({"text": "a", "image_bytes": base64(b"just some text, not an image")}), "non-image bytes"),
-            (json!({"text": "a", "image_bytes": base64(b"\x89PNG\r\n\x1a\ntruncated")}), "broken png"),
+            (
+                json!({"text": "a", "image_bytes": base64(b"just some text, not an image")}),
+                "non-image bytes",
+            ),
+            (
+                json!({"text": "a", "image_bytes": base64(b"\x89PNG\r\n\x1a\ntruncated")}),
+                "broken png",
+            ),
             (json!({"text": "a", "image_bytes": ""}), "empty image_bytes"),
-            (json!({"text": "a", "image_bytes": too_big}), "image above image_max_bytes"),
-            (json!({"text": "a", "image_url": "http://127.0.0.1:9/a.png"}), "image_url while fetching is off"),
+            (
+                json!({"text": "a", "image_bytes": too_big}),
+                "image above image_max_bytes",
+            ),
+            (
+                json!({"text": "a", "image_url": "http://127.0.0.1:9/a.png"}),
+                "image_url while fetching is off",
+            ),
             (json!({"text": "a", "image_url": 5}), "image_url of the wrong type"),
-            (json!({"text": "a", "image_bytes": image, "image_url": "http://x/a.png"}), "both image fields"),
+            (
+                json!({"text": "a", "image_bytes": image, "image_url": "http://x/a.png"}),
+                "both image fields",
+            ),
             (json!(["text"]), "an array body"),
         ];
         for (body, case) in cases {
@@ -210,7 +238,13 @@ fn every_invalid_input_gets_its_status_on_both_embedders() {
         let reply = server.raw(Method::POST, EMBED, &key, b"{\"text\": ", "application/json");
         assert_error(&reply, 400, "malformed_json", &format!("{model}: malformed JSON"));
 
-        let no_key = server.send(Method::POST, EMBED, Auth::None, Payload::Json(json!({"text": "a"})), &[]);
+        let no_key = server.send(
+            Method::POST,
+            EMBED,
+            Auth::None,
+            Payload::Json(json!({"text": "a"})),
+            &[],
+        );
         assert_error(&no_key.pair(), 401, "unauthorized", "no key");
         let wrong_scope = server.create_key(&["recommend"], json!({"name": "ranker"}));
         let reply = server.post(EMBED, &wrong_scope, json!({"text": "a"}));
@@ -247,9 +281,16 @@ fn items_without_embeddings_get_one_from_their_text_at_ingest() {
         let heat = server.get(&item_path("films", "heat"), &key);
         let heat = floats(&assert_status(&heat, 200, "heat")["embeddings"], "heat");
         assert_eq!(heat.len(), DIMENSIONS);
-        assert!(cosine(&heat, &vector) < 0.99, "{model}: different films, different vectors");
+        assert!(
+            cosine(&heat, &vector) < 0.99,
+            "{model}: different films, different vectors"
+        );
         let own = server.get(&item_path("films", "own"), &key);
-        assert_eq!(assert_status(&own, 200, "own")["embeddings"], json!([1.0, 0.0, 0.0]), "kept as sent");
+        assert_eq!(
+            assert_status(&own, 200, "own")["embeddings"],
+            json!([1.0, 0.0, 0.0]),
+            "kept as sent"
+        );
         let textless = server.get(&item_path("films", "textless"), &key);
         assert!(assert_status(&textless, 200, "textless").get("embeddings").is_none());
     }
@@ -330,11 +371,21 @@ fn image_url_is_fetched_only_from_allowed_hosts_when_enabled() {
         let url = format!("http://127.0.0.1:{port}{path}");
         let reply = server.post(EMBED, &key, json!({"text": "a picture", "image_url": url}));
         let body = assert_status(&reply, 200, path);
-        assert_eq!(floats(&body["image_embedding"], path), expected, "{path}: same image, same vector");
+        assert_eq!(
+            floats(&body["image_embedding"], path),
+            expected,
+            "{path}: same image, same vector"
+        );
     }
     let refused = [
-        (format!("http://localhost:{port}/image.png"), "a host not on the allow-list"),
-        (format!("http://127.0.0.1:{port}/redirect-away"), "a redirect to another host"),
+        (
+            format!("http://localhost:{port}/image.png"),
+            "a host not on the allow-list",
+        ),
+        (
+            format!("http://127.0.0.1:{port}/redirect-away"),
+            "a redirect to another host",
+        ),
         (format!("http://127.0.0.1:{port}/missing"), "a 404"),
         (format!("http://127.0.0.1:{port}/big"), "a body above image_max_bytes"),
         (format!("http://127.0.0.1:{port}/slow"), "a fetch past the deadline"),

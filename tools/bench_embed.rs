@@ -100,7 +100,10 @@ fn main() -> Result<()> {
         drop(embedder);
         eprintln!("{name}: HTTP runs");
         let env: Vec<(&str, &str)> = if minilm {
-            vec![("RANKSTREAM__EMBED__MODEL_DIR", model_dir.to_str().context("model dir is not UTF-8")?)]
+            vec![(
+                "RANKSTREAM__EMBED__MODEL_DIR",
+                model_dir.to_str().context("model dir is not UTF-8")?,
+            )]
         } else {
             Vec::new()
         };
@@ -137,9 +140,9 @@ fn main() -> Result<()> {
 }
 
 fn default_model_dir() -> PathBuf {
-    let models = std::env::var_os("RANKSTREAM_MODELS").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/rankstream/models")
-    });
+    let models = std::env::var_os("RANKSTREAM_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/rankstream/models"));
     models.join("all-MiniLM-L6-v2")
 }
 
@@ -234,10 +237,21 @@ async fn http_latency(args: &Args, env: &[(&str, &str)], sentences: &[String], n
             .send(&mut connection, Method::POST, "/embed", Some("application/json"), body)
             .await?;
         let elapsed = ms(started);
-        ensure!(status == StatusCode::OK, "POST /embed: {status} {}", String::from_utf8_lossy(&reply));
+        ensure!(
+            status == StatusCode::OK,
+            "POST /embed: {status} {}",
+            String::from_utf8_lossy(&reply)
+        );
         let reply: Value = serde_json::from_slice(&reply)?;
-        ensure!(reply["model"] == name, "the server runs {}, expected {name}", reply["model"]);
-        ensure!(reply["embedding"].as_array().map_or(0, Vec::len) == 384, "384 floats expected");
+        ensure!(
+            reply["model"] == name,
+            "the server runs {}, expected {name}",
+            reply["model"]
+        );
+        ensure!(
+            reply["embedding"].as_array().map_or(0, Vec::len) == 384,
+            "384 floats expected"
+        );
         if i >= 10 {
             latencies.push(elapsed);
         }

@@ -48,7 +48,10 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
             config.max_text_bytes
         )));
     }
-    let image = match (optional_string(&body, "image_bytes")?, optional_string(&body, "image_url")?) {
+    let image = match (
+        optional_string(&body, "image_bytes")?,
+        optional_string(&body, "image_url")?,
+    ) {
         (Some(_), Some(_)) => {
             return Err(ApiError::validation(
                 "give at most one of \"image_bytes\" and \"image_url\"",
@@ -117,9 +120,7 @@ fn decode_image_bytes(encoded: &str, max_bytes: usize) -> Result<Vec<u8>, ApiErr
 }
 
 pub(super) fn too_large_image(max_bytes: usize) -> ApiError {
-    ApiError::validation(format!(
-        "the image exceeds {max_bytes} bytes (embed.image_max_bytes)"
-    ))
+    ApiError::validation(format!("the image exceeds {max_bytes} bytes (embed.image_max_bytes)"))
 }
 
 /// With `embed.embed_items_at_ingest` on: gives every item object that has no

@@ -72,7 +72,9 @@ async fn fetch_following_redirects(url: &str, config: &EmbedConfig) -> Result<Ve
             continue;
         }
         if !status.is_success() {
-            return Err(ApiError::validation(format!("fetching \"image_url\" returned HTTP {status}")));
+            return Err(ApiError::validation(format!(
+                "fetching \"image_url\" returned HTTP {status}"
+            )));
         }
         let max = config.image_max_bytes;
         let announced = response

@@ -55,10 +55,7 @@ impl ImageEmbedder {
                 }
             })
             .collect();
-        ImageEmbedder {
-            dimensions,
-            projection,
-        }
+        ImageEmbedder { dimensions, projection }
     }
 
     /// The L2-normalised vector of an encoded image; `Invalid` when the bytes are not
@@ -147,11 +144,7 @@ fn features(image: &DynamicImage) -> Vec<f32> {
     }
 
     let mut features = Vec::with_capacity(FEATURES);
-    for (mut block, weight) in [
-        (colour, COLOUR_WEIGHT),
-        (layout, LAYOUT_WEIGHT),
-        (edges, EDGE_WEIGHT),
-    ] {
+    for (mut block, weight) in [(colour, COLOUR_WEIGHT), (layout, LAYOUT_WEIGHT), (edges, EDGE_WEIGHT)] {
         l2_normalize(&mut block);
         features.extend(block.into_iter().map(|v| v * weight));
     }
@@ -196,7 +189,11 @@ pub(crate) mod tests {
     pub(crate) fn sunset(width: u32, height: u32, shift: u8) -> Vec<u8> {
         png(width, height, |x, y| {
             let t = (x * 255 / width.max(1)) as u8;
-            [230u8.saturating_sub(shift), t / 2 + shift, (y * 40 / height.max(1)) as u8]
+            [
+                230u8.saturating_sub(shift),
+                t / 2 + shift,
+                (y * 40 / height.max(1)) as u8,
+            ]
         })
     }
 
