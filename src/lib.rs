@@ -16,6 +16,9 @@
 //! - [`ranking`]: the model trait, the registry of models by id, and ranking of
 //!   candidates (order, limit, duplicate-id echo) and of modules (placement of
 //!   pinned modules and items); pure, no HTTP.
+//! - [`chat`]: what a chat message asks for (constraints, merged across turns), which
+//!   rows satisfy it, and the reply text; pure. Conversations live in
+//!   `engine::conversation` (one `ConversationActor` each), the endpoint in `api::chat`.
 //! - [`keys`]: API keys, stored hashed, shared by the HTTP admin API and the CLI.
 //! - [`api`]: the hyper frontend: routing, auth, rate quota, body limits, deadline,
 //!   one file per endpoint group, and the one place errors become statuses.
@@ -45,6 +48,7 @@
 //! crash each shard replays its log past its checkpoint.
 
 pub mod api;
+pub mod chat;
 pub mod clock;
 pub mod config;
 pub mod embed;

@@ -7,6 +7,7 @@
 mod admin;
 mod auth;
 mod catalog;
+mod chat;
 mod error;
 mod events;
 mod recommend;
@@ -38,6 +39,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 pub use auth::RateLimits;
+pub use chat::ChatState;
 pub use error::ApiError;
 use routes::Endpoint;
 
@@ -66,6 +68,8 @@ pub struct AppState {
     pub training: Arc<crate::training::Training>,
     /// Live-state reads on the ranking path: deadline and misses.
     pub ranking: RankingStats,
+    /// `POST /chat`: the conversation actors, the optional LLM, counters.
+    pub chat: Arc<ChatState>,
 }
 
 /// How the ranking path fares reading live state.
@@ -233,6 +237,7 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         Endpoint::Users | Endpoint::User => users::handle(state, endpoint, request).await,
         Endpoint::Recommend => recommend::handle(state, request).await,
         Endpoint::RecommendModule => recommend_module::handle(state, request).await,
+        Endpoint::Chat => chat::handle(state, request).await,
         Endpoint::Events | Endpoint::Engagement | Endpoint::Event | Endpoint::Session | Endpoint::UserState => {
             events::handle(state, endpoint, request).await
         }

@@ -46,6 +46,8 @@ pub enum Endpoint {
     RecommendModule,
     /// `/v1/admin/models/retrain`
     AdminRetrain,
+    /// `/chat` (also `/v1/chat`)
+    Chat,
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -81,6 +83,7 @@ impl Endpoint {
             ["catalog" | "cds", "engagement"] => Endpoint::Engagement,
             ["v1", "recommend"] => Endpoint::Recommend,
             ["v1", "recommend", "module"] => Endpoint::RecommendModule,
+            ["chat"] | ["v1", "chat"] => Endpoint::Chat,
             _ => return None,
         };
         let params = match endpoint {
@@ -122,7 +125,8 @@ impl Endpoint {
             | Endpoint::Engagement
             | Endpoint::Recommend
             | Endpoint::RecommendModule
-            | Endpoint::AdminRetrain => POST,
+            | Endpoint::AdminRetrain
+            | Endpoint::Chat => POST,
             Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
         }
     }
@@ -141,6 +145,7 @@ impl Endpoint {
             Endpoint::User | Endpoint::Users => "users:write",
             Endpoint::Events | Endpoint::Engagement => "events:write",
             Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
+            Endpoint::Chat => "chat",
             // Live state and the raw log expose every user's behaviour: operators only.
             Endpoint::UserState | Endpoint::Session | Endpoint::Event => "admin",
         })
