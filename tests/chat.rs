@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use common::*;
 
-const MOVIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/movielens_latest_small/movies.csv");
+const MOVIES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../shared/data/movielens_latest_small/movies.csv"
+);
 const CHAT: &str = "/chat";
 
 /// One movie as the test loads it.
@@ -37,7 +40,7 @@ fn price_of(id: u64) -> f64 {
 fn movie_row(id: u64, title: &str, genres: &str) -> (Value, Movie) {
     let genres: Vec<String> = genres.split('|').map(str::to_owned).collect();
     let price = price_of(id);
-    let currency = (id % 3 != 0).then_some("USD");
+    let currency = (!id.is_multiple_of(3)).then_some("USD");
     let mut row = json!({"id": id.to_string(), "_table": "movies", "name": title, "groups": genres, "price": price});
     let status = match id % 10 {
         0 => {
@@ -150,10 +153,16 @@ fn assert_all(catalog: &HashMap<String, Movie>, reply: &Value, ceiling: f64, kid
     assert!(!items(reply).is_empty(), "{context}: no items in {reply}");
     for item in items(reply) {
         let movie = movie(catalog, item);
-        assert!(movie.genres.iter().any(|g| g == "Comedy"), "{context}: not a comedy: {movie:?}");
+        assert!(
+            movie.genres.iter().any(|g| g == "Comedy"),
+            "{context}: not a comedy: {movie:?}"
+        );
         assert!(movie.price < ceiling, "{context}: {movie:?} is not under {ceiling}");
         if kids {
-            assert!(movie.genres.iter().any(|g| g == "Children"), "{context}: not for kids: {movie:?}");
+            assert!(
+                movie.genres.iter().any(|g| g == "Children"),
+                "{context}: not for kids: {movie:?}"
+            );
         }
     }
 }
@@ -188,10 +197,16 @@ fn a_conversation_carries_price_and_genre_across_turns() {
     let other = chat(&server, json!({"message": "comedies under 10"}));
     let other_id = other["conversation_id"].as_str().unwrap();
     assert_ne!(other_id, id, "a new conversation gets a new id");
-    let love = chat(&server, json!({"message": "something with love in it", "conversation_id": other_id}));
+    let love = chat(
+        &server,
+        json!({"message": "something with love in it", "conversation_id": other_id}),
+    );
     assert_all(&catalog, &love, 10.0, false, "love");
     let first_title = movie(&catalog, &items(&love)[0]).title.to_lowercase();
-    assert!(first_title.contains("love"), "the best match is about love: {first_title}");
+    assert!(
+        first_title.contains("love"),
+        "the best match is about love: {first_title}"
+    );
     assert!(love["message"].as_str().unwrap().contains("\"love\""), "{love}");
 
     // "any price" lifts the ceiling, the genre stays.
@@ -213,14 +228,23 @@ fn ids_limits_item_shape_and_empty_answers() {
 
     // An unknown id starts a conversation with that id, which then carries on.
     let own = "my-own-conversation-42";
-    let first = chat(&server, json!({"message": "thrillers under 20", "conversation_id": own, "limit": 7}));
+    let first = chat(
+        &server,
+        json!({"message": "thrillers under 20", "conversation_id": own, "limit": 7}),
+    );
     assert_eq!(first["conversation_id"], own);
     assert_eq!(items(&first).len(), 7, "limit honoured");
-    let second = chat(&server, json!({"message": "cheaper", "conversation_id": own, "limit": 1}));
+    let second = chat(
+        &server,
+        json!({"message": "cheaper", "conversation_id": own, "limit": 1}),
+    );
     assert_eq!(items(&second).len(), 1, "limit honoured");
     let ceiling = median(&prices(&catalog, &first));
     let movie_2 = movie(&catalog, &items(&second)[0]);
-    assert!(movie_2.genres.iter().any(|g| g == "Thriller") && movie_2.price < ceiling, "{movie_2:?}");
+    assert!(
+        movie_2.genres.iter().any(|g| g == "Thriller") && movie_2.price < ceiling,
+        "{movie_2:?}"
+    );
 
     // Two new conversations get two different ids.
     let a = chat(&server, json!({"message": "dramas"}));
@@ -247,7 +271,10 @@ fn ids_limits_item_shape_and_empty_answers() {
         assert_eq!(item["price"], price.as_str(), "{item}");
         statuses.push(movie.status);
     }
-    assert!(statuses.contains(&"available") && statuses.contains(&"unknown"), "{statuses:?}");
+    assert!(
+        statuses.contains(&"available") && statuses.contains(&"unknown"),
+        "{statuses:?}"
+    );
 
     // An unavailable movie is still found, after every available one.
     let (id, goldeneye) = catalog
@@ -304,7 +331,10 @@ fn a_conversation_survives_passivation_and_restart() {
 
     poll_until(Duration::from_secs(10), "the conversation to passivate", || {
         let stats = server.admin_get("/v1/admin/stats").1;
-        match (&stats["chat"]["live_conversations"], &stats["chat"]["conversations_passivated"]) {
+        match (
+            &stats["chat"]["live_conversations"],
+            &stats["chat"]["conversations_passivated"],
+        ) {
             (live, passivated) if *live == 0 && passivated.as_u64() >= Some(1) => Ok(()),
             _ => Err(stats["chat"].to_string()),
         }
@@ -435,25 +465,43 @@ fn an_llm_writes_the_reply_and_its_failures_fall_back() {
     assert_eq!(request["model"], "tiny-test-model");
     let system = request["messages"][0]["content"].as_str().expect("a system prompt");
     assert_eq!(request["messages"][0]["role"], "system");
-    assert_eq!(request["messages"][1], json!({"role": "user", "content": "comedies under 10"}));
+    assert_eq!(
+        request["messages"][1],
+        json!({"role": "user", "content": "comedies under 10"})
+    );
     for item in items(&answered) {
         let title = &movie(&catalog, item).title;
         assert!(system.contains(title.as_str()), "the prompt lists {title}: {system}");
     }
-    assert!(system.contains("4 comedies under 10"), "the prompt states the constraints: {system}");
+    assert!(
+        system.contains("4 comedies under 10"),
+        "the prompt states the constraints: {system}"
+    );
 
     let id = answered["conversation_id"].as_str().unwrap();
     stand_in.set(Mode::Fail);
     let failed = chat(&server, json!({"message": "cheaper", "conversation_id": id}));
     let reply = failed["message"].as_str().unwrap();
     assert!(reply.contains("Here are 4 comedies"), "the composed reply: {reply}");
-    assert_all(&catalog, &failed, median(&prices(&catalog, &answered)), false, "llm failed");
+    assert_all(
+        &catalog,
+        &failed,
+        median(&prices(&catalog, &answered)),
+        false,
+        "llm failed",
+    );
 
     stand_in.set(Mode::Stall);
     let started = std::time::Instant::now();
     let stalled = chat(&server, json!({"message": "thrillers"}));
-    assert!(stalled["message"].as_str().unwrap().starts_with("Here are 4 thrillers"), "{stalled}");
-    assert!(started.elapsed() < Duration::from_millis(2_500), "the timeout cut the wait");
+    assert!(
+        stalled["message"].as_str().unwrap().starts_with("Here are 4 thrillers"),
+        "{stalled}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(2_500),
+        "the timeout cut the wait"
+    );
 
     let stats = server.admin_get("/v1/admin/stats").1;
     assert_eq!(stats["chat"]["llm_replies"], 1, "{stats}");
@@ -490,14 +538,25 @@ fn invalid_requests_are_refused() {
         let reply = server.admin_post(CHAT, body.clone());
         assert_error(&reply, 422, "validation_error", &format!("chat {body}"));
     }
-    let malformed = server.raw(Method::POST, CHAT, &server.admin_key, b"{\"message\": ", "application/json");
+    let malformed = server.raw(
+        Method::POST,
+        CHAT,
+        &server.admin_key,
+        b"{\"message\": ",
+        "application/json",
+    );
     assert_error(&malformed, 400, "malformed_json", "malformed chat body");
 
     let body = json!({"message": "hello"});
     let anonymous = server.send(Method::POST, CHAT, Auth::None, Payload::Json(body.clone()), &[]);
     assert_eq!(anonymous.status, 401);
     let search_only = server.create_key(&["search"], json!({}));
-    assert_error(&server.post(CHAT, &search_only, body.clone()), 403, "forbidden", "chat without the scope");
+    assert_error(
+        &server.post(CHAT, &search_only, body.clone()),
+        403,
+        "forbidden",
+        "chat without the scope",
+    );
     let chat_key = server.create_key(&["chat"], json!({}));
     let reply = server.post(CHAT, &chat_key, body.clone());
     let answer = assert_status(&reply, 200, "chat with the chat scope");

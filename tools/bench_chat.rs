@@ -95,7 +95,7 @@ fn movie_rows(path: &PathBuf) -> Result<Vec<Value>> {
         let record = record?;
         let id: u64 = record[0].parse().context("movieId")?;
         let genres: Vec<&str> = record[2].split('|').collect();
-        let availability = if id % 10 == 0 { "sold_out" } else { "available" };
+        let availability = if id.is_multiple_of(10) { "sold_out" } else { "available" };
         rows.push(json!({
             "id": id.to_string(), "_table": TABLE, "name": &record[1], "groups": genres,
             "price": price_of(id), "currency": "USD", "availability": availability,
@@ -111,11 +111,25 @@ async fn load_catalog(target: &Target, rows: &[Value]) -> Result<f64> {
     for chunk in rows.chunks(SETUP_BATCH) {
         let body = serde_json::to_vec(chunk)?;
         let (status, response) = target
-            .send(&mut sender, Method::PUT, "/v1/catalog/items", Some("application/json"), body.into())
+            .send(
+                &mut sender,
+                Method::PUT,
+                "/v1/catalog/items",
+                Some("application/json"),
+                body.into(),
+            )
             .await?;
-        ensure!(status == StatusCode::OK, "catalog upsert: {status}: {}", snippet(&response));
+        ensure!(
+            status == StatusCode::OK,
+            "catalog upsert: {status}: {}",
+            snippet(&response)
+        );
         let json: Value = serde_json::from_slice(&response)?;
-        ensure!(json["upserted"] == chunk.len(), "catalog upsert: {}", snippet(&response));
+        ensure!(
+            json["upserted"] == chunk.len(),
+            "catalog upsert: {}",
+            snippet(&response)
+        );
     }
     // Search is fed near-real-time: wait until the last movie is found.
     let last = rows.last().expect("rows");
@@ -123,7 +137,13 @@ async fn load_catalog(target: &Target, rows: &[Value]) -> Result<f64> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (status, response) = target
-            .send(&mut sender, Method::POST, "/v1/search", Some("application/json"), body.clone())
+            .send(
+                &mut sender,
+                Method::POST,
+                "/v1/search",
+                Some("application/json"),
+                body.clone(),
+            )
             .await?;
         let found: Value = serde_json::from_slice(&response).unwrap_or(Value::Null);
         let searchable = status == StatusCode::OK
@@ -133,7 +153,10 @@ async fn load_catalog(target: &Target, rows: &[Value]) -> Result<f64> {
         if searchable {
             return Ok(started.elapsed().as_secs_f64());
         }
-        ensure!(Instant::now() < deadline, "the catalog is not searchable after 60 s: {status}");
+        ensure!(
+            Instant::now() < deadline,
+            "the catalog is not searchable after 60 s: {status}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -176,7 +199,13 @@ async fn run_connection(
             }
             let started = Instant::now();
             let (status, response) = target
-                .send(&mut sender, Method::POST, "/chat", Some("application/json"), body.to_string().into())
+                .send(
+                    &mut sender,
+                    Method::POST,
+                    "/chat",
+                    Some("application/json"),
+                    body.to_string().into(),
+                )
                 .await?;
             let latency = started.elapsed().as_secs_f64() * 1000.0;
             let reply: Value = serde_json::from_slice(&response).unwrap_or(Value::Null);
@@ -236,7 +265,10 @@ fn add_to_index(path: &std::path::Path) -> Result<()> {
     }
     if !preamble.contains("target/release/bench-chat") {
         if let Some(last_run) = lines.iter().rposition(|line| line.starts_with("target/release/bench-")) {
-            lines.insert(last_run + 1, "target/release/bench-chat --write-markdown BENCHMARKS.md".to_string());
+            lines.insert(
+                last_run + 1,
+                "target/release/bench-chat --write-markdown BENCHMARKS.md".to_string(),
+            );
         }
         for line in &mut lines {
             if line.starts_with("cargo build --release") && !line.contains("bench-chat") {
@@ -256,7 +288,10 @@ fn add_to_index(path: &std::path::Path) -> Result<()> {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    ensure!(args.connections > 0 && args.limit > 0, "--connections and --limit must be > 0");
+    ensure!(
+        args.connections > 0 && args.limit > 0,
+        "--connections and --limit must be > 0"
+    );
     let rows = movie_rows(&args.movies)?;
     let binary = server_binary(args.server_bin.as_ref())?;
     let key = generate_key();

@@ -40,7 +40,10 @@ pub struct PriceLimit {
 
 impl PriceLimit {
     fn inclusive(amount: f64) -> PriceLimit {
-        PriceLimit { amount, inclusive: true }
+        PriceLimit {
+            amount,
+            inclusive: true,
+        }
     }
 
     fn exclusive(amount: f64) -> PriceLimit {
@@ -317,10 +320,52 @@ pub fn language_of(value: &str) -> Option<Language> {
 
 /// Words that go with a price or language phrase and mean nothing on their own.
 const NOISE: &[&str] = &[
-    "price", "prices", "priced", "pricing", "cost", "costs", "costing", "budget", "money", "dollar", "dollars",
-    "bucks", "euro", "euros", "pound", "pounds", "usd", "eur", "gbp", "guide", "guided", "guides", "language",
-    "languages", "spoken", "speaking", "subtitles", "subtitled", "dubbed", "age", "ages", "aged", "year", "years",
-    "old", "genre", "genres", "category", "categories", "type", "types", "tag", "tags", "also", "plus", "additionally",
+    "price",
+    "prices",
+    "priced",
+    "pricing",
+    "cost",
+    "costs",
+    "costing",
+    "budget",
+    "money",
+    "dollar",
+    "dollars",
+    "bucks",
+    "euro",
+    "euros",
+    "pound",
+    "pounds",
+    "usd",
+    "eur",
+    "gbp",
+    "guide",
+    "guided",
+    "guides",
+    "language",
+    "languages",
+    "spoken",
+    "speaking",
+    "subtitles",
+    "subtitled",
+    "dubbed",
+    "age",
+    "ages",
+    "aged",
+    "year",
+    "years",
+    "old",
+    "genre",
+    "genres",
+    "category",
+    "categories",
+    "type",
+    "types",
+    "tag",
+    "tags",
+    "also",
+    "plus",
+    "additionally",
     "well",
 ];
 
@@ -336,7 +381,16 @@ const NOT_PRICE_UNITS: &[&str] = &[
 ];
 
 const KIDS_WORDS: &[&str] = &[
-    "kids", "kid", "children", "child", "childrens", "family", "families", "toddler", "toddlers", "kiddos",
+    "kids",
+    "kid",
+    "children",
+    "child",
+    "childrens",
+    "family",
+    "families",
+    "toddler",
+    "toddlers",
+    "kiddos",
 ];
 const ADULT_WORDS: &[&str] = &["adults", "adult", "grownups", "mature"];
 
@@ -507,8 +561,11 @@ fn commands(reader: &mut Reader, extracted: &mut Extracted) {
         {
             extracted.clear_price = true;
             reader.consume(index, index + 2);
-        } else if two(reader, "any", &["genre", "genres", "category", "categories", "group", "kind", "type"])
-            || two(reader, "all", &["genres", "categories", "groups", "kinds", "types"])
+        } else if two(
+            reader,
+            "any",
+            &["genre", "genres", "category", "categories", "group", "kind", "type"],
+        ) || two(reader, "all", &["genres", "categories", "groups", "kinds", "types"])
         {
             extracted.clear_groups = true;
             reader.consume(index, index + 2);
@@ -626,7 +683,9 @@ fn price_ranges(reader: &mut Reader, extracted: &mut Extracted) {
             .and_then(|i| reader.word(i))
             .is_some_and(|w| ["price", "priced", "cost", "costs", "costing", "budget"].contains(&w));
         // "from 1990 to 1995" names years: unmarked whole numbers that look like years are none.
-        let years = [low, high].iter().all(|n| n.fract() == 0.0 && (1850.0..=2100.0).contains(n));
+        let years = [low, high]
+            .iter()
+            .all(|n| n.fract() == 0.0 && (1850.0..=2100.0).contains(n));
         let unmarked_range = introduced == Some("between") || (introduced == Some("from") && !years);
         if unmarked_range || low_marked || high_marked || priced_before {
             extracted.price = Some(PriceBound::Range(low.min(high), low.max(high)));
@@ -752,10 +811,12 @@ fn names(reader: &mut Reader, vocabulary: &Vocabulary, extracted: &mut Extracted
     for run in &runs {
         let mut start = 0;
         while start < run.len() {
-            let longest = (1..=vocabulary.max_words().min(run.len() - start)).rev().find_map(|length| {
-                let window: Vec<&str> = run[start..start + length].iter().map(|(_, w)| *w).collect();
-                vocabulary.lookup(&window).map(|entry| (length, entry))
-            });
+            let longest = (1..=vocabulary.max_words().min(run.len() - start))
+                .rev()
+                .find_map(|length| {
+                    let window: Vec<&str> = run[start..start + length].iter().map(|(_, w)| *w).collect();
+                    vocabulary.lookup(&window).map(|entry| (length, entry))
+                });
             match longest {
                 Some((length, entry)) => {
                     found.push((run[start].0, run[start + length - 1].0 + 1, entry.clone()));

@@ -56,7 +56,10 @@ fn price_floors() {
     assert_eq!(read("above $1,000").price, floor(1000.0, false));
     assert_eq!(read("more expensive than 30").price, floor(30.0, false));
     let pricier = read("more expensive than 30");
-    assert_eq!(pricier.relative, None, "an amount makes it a floor, not a relative price");
+    assert_eq!(
+        pricier.relative, None,
+        "an amount makes it a floor, not a relative price"
+    );
 }
 
 #[test]
@@ -68,7 +71,11 @@ fn price_ranges() {
     assert_eq!(read("10 to 20 dollars").price, range);
     assert_eq!(read("priced 10-20").price, range);
     assert_eq!(read("between 20 and 10").price, range, "ends are ordered");
-    assert_eq!(read("movies from 1990 to 1995").price, None, "no currency: years, not prices");
+    assert_eq!(
+        read("movies from 1990 to 1995").price,
+        None,
+        "no currency: years, not prices"
+    );
 }
 
 #[test]
@@ -114,7 +121,10 @@ fn groups_with_plural_tolerance_and_multiword_names() {
 fn tags_and_longest_names_first() {
     let extracted = read("a dark comedy with a twist ending");
     assert_eq!(extracted.tags, strings(&["dark comedy", "twist ending"]));
-    assert!(extracted.groups.is_empty(), "the longer tag wins over the group inside it");
+    assert!(
+        extracted.groups.is_empty(),
+        "the longer tag wins over the group inside it"
+    );
     assert!(extracted.terms.is_empty());
 }
 
@@ -135,7 +145,12 @@ fn languages() {
 
 #[test]
 fn audiences() {
-    for message in ["for kids", "something for the children", "family friendly", "children's"] {
+    for message in [
+        "for kids",
+        "something for the children",
+        "family friendly",
+        "children's",
+    ] {
         assert_eq!(read(message).audience, Some(Audience::Kids), "{message}");
     }
     for message in ["for adults", "18+", "grown ups only", "over 21 years"] {
@@ -143,7 +158,10 @@ fn audiences() {
     }
     assert_eq!(read("ages 6-12").audience, Some(Audience::Kids));
     assert_eq!(read("ages 6-12").price, None);
-    assert!(read("for kids").groups.is_empty(), "children words are the audience, not the group");
+    assert!(
+        read("for kids").groups.is_empty(),
+        "children words are the audience, not the group"
+    );
 }
 
 #[test]
@@ -191,7 +209,11 @@ fn a_conversation_carries_and_refines() {
     let notes = turn(&mut constraints, "cheaper", &[2.0, 4.0, 6.0, 9.0]);
     assert_eq!(notes, vec![Note::RelativeTo(RelativePrice::Cheaper, 5.0)]);
     assert_eq!(constraints.max_price, Some(PriceLimit::exclusive(5.0)));
-    assert_eq!(constraints.query, strings(&["love"]), "no content words: the query stays");
+    assert_eq!(
+        constraints.query,
+        strings(&["love"]),
+        "no content words: the query stays"
+    );
 
     turn(&mut constraints, "for kids", &[1.0, 3.0]);
     assert_eq!(constraints.audience, Some(Audience::Kids));
@@ -254,7 +276,11 @@ fn group_merge_rules() {
     assert_eq!(constraints.groups, strings(&["Comedy", "Thriller"]));
     turn(&mut constraints, "with a twist ending", &[]);
     assert_eq!(constraints.tags, strings(&["twist ending"]));
-    assert_eq!(constraints.groups, strings(&["Comedy", "Thriller"]), "tags leave groups alone");
+    assert_eq!(
+        constraints.groups,
+        strings(&["Comedy", "Thriller"]),
+        "tags leave groups alone"
+    );
     turn(&mut constraints, "any genre", &[]);
     assert!(constraints.groups.is_empty() && constraints.tags.is_empty());
 }

@@ -90,9 +90,7 @@ fn ages_of(row: &Map<String, Value>) -> Ages {
             .filter_map(|n| n.parse().ok())
             .collect();
         match numbers.as_slice() {
-            [only] if lower.contains('+') || lower.contains("over") || lower.contains("from") => {
-                ages.min = Some(*only)
-            }
+            [only] if lower.contains('+') || lower.contains("over") || lower.contains("from") => ages.min = Some(*only),
             [only] if lower.contains("under") || lower.contains("up to") => ages.max = Some(*only),
             [only] => ages.min = Some(*only),
             [low, high, ..] => {

@@ -46,8 +46,22 @@ impl<'a> Outcome<'a> {
 
 /// Genres that read badly in the plural ("horrors", "actions"): "horror picks".
 const UNCOUNTABLE: &[&str] = &[
-    "action", "adventure", "animation", "biography", "children", "crime", "family", "fantasy", "history", "horror",
-    "music", "news", "romance", "sport", "war", "noir",
+    "action",
+    "adventure",
+    "animation",
+    "biography",
+    "children",
+    "crime",
+    "family",
+    "fantasy",
+    "history",
+    "horror",
+    "music",
+    "news",
+    "romance",
+    "sport",
+    "war",
+    "noir",
 ];
 
 /// "comedies", "thrillers", "horror picks", "Sci-Fi picks" (or the singular for one).
@@ -64,7 +78,8 @@ fn group_phrase(name: &str, count: usize) -> String {
     if count == 1 || lower.ends_with('s') {
         return lower;
     }
-    let consonant_y = lower.ends_with('y') && !lower.ends_with("ay") && !lower.ends_with("ey") && !lower.ends_with("oy");
+    let consonant_y =
+        lower.ends_with('y') && !lower.ends_with("ay") && !lower.ends_with("ey") && !lower.ends_with("oy");
     if consonant_y {
         format!("{}ies", &lower[..lower.len() - 1])
     } else if lower.ends_with('x') || lower.ends_with("ch") || lower.ends_with("sh") {

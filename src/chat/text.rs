@@ -47,9 +47,8 @@ pub fn tokenize(message: &str) -> Vec<Token> {
             let start = index;
             while index < chars.len() {
                 let c = chars[index];
-                let inner_separator = (c == '.' || c == ',')
-                    && chars.get(index + 1).is_some_and(char::is_ascii_digit)
-                    && index > start;
+                let inner_separator =
+                    (c == '.' || c == ',') && chars.get(index + 1).is_some_and(char::is_ascii_digit) && index > start;
                 if c.is_ascii_digit() || inner_separator {
                     index += 1;
                 } else {
@@ -95,13 +94,15 @@ fn is_apostrophe(c: char) -> bool {
 /// `comedies` → `comedies, comedie, comedi, comedy`; `thrillers` → `thrillers, thriller`.
 pub fn singular_forms(word: &str) -> Vec<String> {
     let mut forms = vec![word.to_owned()];
-    if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") {
-        forms.push(word[..word.len() - 1].to_owned());
-        if word.ends_with("es") {
-            forms.push(word[..word.len() - 2].to_owned());
+    if word.len() > 3 && !word.ends_with("ss") {
+        if let Some(stem) = word.strip_suffix('s') {
+            forms.push(stem.to_owned());
         }
-        if word.ends_with("ies") {
-            forms.push(format!("{}y", &word[..word.len() - 3]));
+        if let Some(stem) = word.strip_suffix("es") {
+            forms.push(stem.to_owned());
+        }
+        if let Some(stem) = word.strip_suffix("ies") {
+            forms.push(format!("{stem}y"));
         }
     }
     forms
@@ -109,19 +110,161 @@ pub fn singular_forms(word: &str) -> Vec<String> {
 
 /// English function words and chat filler that say nothing about what is wanted.
 const STOPWORDS: &[&str] = &[
-    "a", "about", "afford", "again", "all", "am", "an", "and", "any", "anything", "are", "as", "at", "be", "because",
-    "best", "but", "by", "can", "could", "do", "does", "either", "else", "find", "for", "from", "get", "give", "good",
-    "got", "great", "have", "having", "hello", "help", "hey", "hi", "how", "i", "id", "if", "im", "in", "into", "is",
-    "it", "its", "just", "kind", "kinds", "let", "like", "looking", "lot", "lots", "maybe", "me", "mine", "more",
-    "most", "my", "need", "new", "nice", "no", "not", "now", "of", "on", "one", "ones", "only", "or", "other",
-    "others", "our", "please", "pls", "prefer", "preferably", "rather", "really", "recommend", "recommendation",
-    "recommendations", "search", "see", "show", "similar", "so", "some", "something", "somewhat", "sort", "stuff",
-    "suggest", "suggestion", "suggestions", "than", "thank", "thanks", "that", "the", "their", "them", "then",
-    "there", "these", "they", "thing", "things", "this", "those", "to", "too", "try", "us", "very", "want", "wanted",
-    "was", "we", "what", "whats", "which", "while", "who", "will", "with", "within", "would", "you", "your",
+    "a",
+    "about",
+    "afford",
+    "again",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "anything",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "best",
+    "but",
+    "by",
+    "can",
+    "could",
+    "do",
+    "does",
+    "either",
+    "else",
+    "find",
+    "for",
+    "from",
+    "get",
+    "give",
+    "good",
+    "got",
+    "great",
+    "have",
+    "having",
+    "hello",
+    "help",
+    "hey",
+    "hi",
+    "how",
+    "i",
+    "id",
+    "if",
+    "im",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "just",
+    "kind",
+    "kinds",
+    "let",
+    "like",
+    "looking",
+    "lot",
+    "lots",
+    "maybe",
+    "me",
+    "mine",
+    "more",
+    "most",
+    "my",
+    "need",
+    "new",
+    "nice",
+    "no",
+    "not",
+    "now",
+    "of",
+    "on",
+    "one",
+    "ones",
+    "only",
+    "or",
+    "other",
+    "others",
+    "our",
+    "please",
+    "pls",
+    "prefer",
+    "preferably",
+    "rather",
+    "really",
+    "recommend",
+    "recommendation",
+    "recommendations",
+    "search",
+    "see",
+    "show",
+    "similar",
+    "so",
+    "some",
+    "something",
+    "somewhat",
+    "sort",
+    "stuff",
+    "suggest",
+    "suggestion",
+    "suggestions",
+    "than",
+    "thank",
+    "thanks",
+    "that",
+    "the",
+    "their",
+    "them",
+    "then",
+    "there",
+    "these",
+    "they",
+    "thing",
+    "things",
+    "this",
+    "those",
+    "to",
+    "too",
+    "try",
+    "us",
+    "very",
+    "want",
+    "wanted",
+    "was",
+    "we",
+    "what",
+    "whats",
+    "which",
+    "while",
+    "who",
+    "will",
+    "with",
+    "within",
+    "would",
+    "you",
+    "your",
     // Generic nouns of a catalog: they name no particular item.
-    "item", "items", "product", "products", "option", "options", "movie", "movies", "film", "films", "title",
-    "titles", "pick", "picks", "choice", "choices", "offer", "offers", "idea", "ideas",
+    "item",
+    "items",
+    "product",
+    "products",
+    "option",
+    "options",
+    "movie",
+    "movies",
+    "film",
+    "films",
+    "title",
+    "titles",
+    "pick",
+    "picks",
+    "choice",
+    "choices",
+    "offer",
+    "offers",
+    "idea",
+    "ideas",
 ];
 
 /// Whether a lowercased word carries no search meaning.

@@ -77,10 +77,7 @@ impl Vocabulary {
         };
         self.max_words = self.max_words.max(words.len());
         let head = &words[..words.len() - 1];
-        let mut keys: Vec<String> = singular_forms(last)
-            .into_iter()
-            .map(|form| join(head, &form))
-            .collect();
+        let mut keys: Vec<String> = singular_forms(last).into_iter().map(|form| join(head, &form)).collect();
         if words.len() > 1 {
             keys.push(words.concat());
         }
@@ -106,7 +103,10 @@ impl Vocabulary {
         }
         if head.is_empty() {
             let (_, noun) = ADJECTIVES.iter().find(|(adjective, _)| adjective == last)?;
-            return self.entries.get(*noun).filter(|entry| entry.kind == VocabularyKind::Group);
+            return self
+                .entries
+                .get(*noun)
+                .filter(|entry| entry.kind == VocabularyKind::Group);
         }
         None
     }
@@ -150,7 +150,16 @@ mod tests {
 
     fn movielens() -> Vocabulary {
         Vocabulary::new(
-            &["Comedy", "Thriller", "Sci-Fi", "Film-Noir", "Children", "Romance", "Documentary", "IMAX"],
+            &[
+                "Comedy",
+                "Thriller",
+                "Sci-Fi",
+                "Film-Noir",
+                "Children",
+                "Romance",
+                "Documentary",
+                "IMAX",
+            ],
             &["dark comedy", "twist ending", "a", "love"],
         )
     }
@@ -177,8 +186,14 @@ mod tests {
         assert_eq!(display(&vocabulary, &["sci", "fi"]).as_deref(), Some("Sci-Fi"));
         assert_eq!(display(&vocabulary, &["scifi"]).as_deref(), Some("Sci-Fi"));
         assert_eq!(display(&vocabulary, &["film", "noir"]).as_deref(), Some("Film-Noir"));
-        assert_eq!(display(&vocabulary, &["dark", "comedies"]).as_deref(), Some("dark comedy"));
-        assert_eq!(vocabulary.lookup(&["twist", "ending"]).unwrap().kind, VocabularyKind::Tag);
+        assert_eq!(
+            display(&vocabulary, &["dark", "comedies"]).as_deref(),
+            Some("dark comedy")
+        );
+        assert_eq!(
+            vocabulary.lookup(&["twist", "ending"]).unwrap().kind,
+            VocabularyKind::Tag
+        );
     }
 
     #[test]

@@ -107,10 +107,6 @@ pub struct TurnPlan {
     pub constraints: Constraints,
     /// How relative words were read.
     pub notes: Vec<Note>,
-    /// Whether the conversation had no turn before this one.
-    pub is_new: bool,
-    /// Items shown in the previous answer.
-    pub previous_items: Vec<ShownItem>,
 }
 
 /// Merges a message into the constraints in force; the state is not changed.
@@ -174,12 +170,7 @@ impl Handler<TakeTurn> for ConversationActor {
         self.last_active = self.clock.now_millis();
         let mut constraints = self.state.constraints.clone();
         let notes = constraints.apply(&extracted, &self.state.last_prices());
-        actix::MessageResult(TurnPlan {
-            constraints,
-            notes,
-            is_new: self.state.turns.is_empty() && self.state.turn_count == 0,
-            previous_items: self.state.turns.back().map(|t| t.items.clone()).unwrap_or_default(),
-        })
+        actix::MessageResult(TurnPlan { constraints, notes })
     }
 }
 
@@ -286,7 +277,11 @@ impl Conversations {
                 return Ok(occupied.get().clone());
             }
         }
-        let counter = if stored.is_some() { &self.stats.restored } else { &self.stats.started };
+        let counter = if stored.is_some() {
+            &self.stats.restored
+        } else {
+            &self.stats.started
+        };
         counter.fetch_add(1, Ordering::Relaxed);
         let state = stored.unwrap_or_else(|| ConversationState {
             id: id.to_owned(),
@@ -331,7 +326,9 @@ impl Conversations {
                 }
             }
         }
-        Err(ConversationError::Unavailable(format!("conversation {id:?} is restarting")))
+        Err(ConversationError::Unavailable(format!(
+            "conversation {id:?} is restarting"
+        )))
     }
 
     /// Merges a message into conversation `id` (started if absent) and returns

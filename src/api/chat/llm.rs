@@ -53,7 +53,10 @@ impl LlmClient {
             .map_err(|error| anyhow::anyhow!("chat.llm_url {:?}: {error}", config.llm_url))?;
         let authorization = match config.llm_api_key_env.as_str() {
             "" => None,
-            name => std::env::var(name).ok().filter(|key| !key.is_empty()).map(|key| format!("Bearer {key}")),
+            name => std::env::var(name)
+                .ok()
+                .filter(|key| !key.is_empty())
+                .map(|key| format!("Bearer {key}")),
         };
         let client = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
         Ok(Some(LlmClient {

@@ -222,7 +222,11 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
             }
         }
     };
-    let items: Vec<Value> = selection.shown.iter().map(|found| chat_item(&found.row, &found.id)).collect();
+    let items: Vec<Value> = selection
+        .shown
+        .iter()
+        .map(|found| chat_item(&found.row, &found.id))
+        .collect();
     let turn = Turn {
         message: request.message,
         reply: reply.clone(),
@@ -285,10 +289,10 @@ fn select<'a>(pool: &'a [Found], constraints: &Constraints, vocabulary: &Vocabul
     let children = vocabulary.children_groups();
     let applicable = Applicable::of(pool.iter().map(|found| &found.row), children);
     let mut unchecked = Vec::new();
-    if constraints.language.is_some() && !applicable.language {
+    if constraints.language.is_some() && !applicable.language && !pool.is_empty() {
         unchecked.push(Check::Language);
     }
-    if constraints.audience.is_some() && !applicable.audience {
+    if constraints.audience.is_some() && !applicable.audience && !pool.is_empty() {
         unchecked.push(Check::Audience);
     }
     let mut matched = Vec::new();
@@ -368,7 +372,11 @@ async fn interests(state: &AppState, request: &ChatRequest, shown: &[&Found]) ->
         .filter(|(_, weight)| *weight > 0.0)
         .collect();
     shared.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-    let named = shared.into_iter().take(MAX_INTERESTS).map(|(group, _)| group.to_owned()).collect();
+    let named = shared
+        .into_iter()
+        .take(MAX_INTERESTS)
+        .map(|(group, _)| group.to_owned())
+        .collect();
     (named, signalled)
 }
 
