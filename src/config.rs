@@ -29,6 +29,8 @@ pub struct Config {
     pub training: TrainingConfig,
     /// `POST /chat`: conversations and the optional LLM that writes replies.
     pub chat: ChatConfig,
+    /// The full-text index and how search and rerank blend text with personalization.
+    pub search: SearchConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -173,6 +175,57 @@ pub struct ChatConfig {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct SearchConfig {
+    /// The indexer commits (makes changes searchable) at most this often, in ms.
+    pub commit_interval_ms: u64,
+    /// Catalog changes queued for the indexer; a full queue makes catalog writers wait.
+    pub change_queue: usize,
+    /// Memory of the index writer, in bytes.
+    pub writer_memory_bytes: usize,
+    /// Decompressed document-store blocks cached per index segment.
+    pub doc_store_cache_blocks: usize,
+    /// Typo tolerance on or off.
+    pub fuzzy: bool,
+    /// Query tokens of at least this many characters tolerate one typo.
+    pub typo_one_min_chars: usize,
+    /// Query tokens of at least this many characters tolerate two typos.
+    pub typo_two_min_chars: usize,
+    /// Most index terms a misspelt query token expands to, per field.
+    pub fuzzy_max_expansions: usize,
+    /// Weight of a typo-tolerant match relative to an exact one.
+    pub fuzzy_factor: f32,
+    /// BM25 weight of the title (`title` or `name`).
+    pub title_boost: f32,
+    /// BM25 weight of groups, genres and tags.
+    pub labels_boost: f32,
+    /// BM25 weight of the description and the other text fields.
+    pub body_boost: f32,
+    /// Text matches considered for personalization: at least this many (4 × limit when larger).
+    pub candidate_pool: usize,
+    /// Weight of the text score (scaled so the best match has 1).
+    pub text_weight: f32,
+    /// Weight of co-visitation with the session's items.
+    pub covisit_weight: f32,
+    /// Weight of the session's and user's affinity to the item's attributes.
+    pub affinity_weight: f32,
+    /// Weight of the item's popularity.
+    pub popularity_weight: f32,
+    /// Weight of the cosine to the recent items' mean embedding.
+    pub embedding_weight: f32,
+    /// Weight of the cosine between a query vector and the item's `embeddings`.
+    pub vector_weight: f32,
+    /// Weight of "the catalog says it is unavailable" (negative demotes).
+    pub unavailable_weight: f32,
+    /// Rerank: weight of the text score of each given item.
+    pub rerank_text_weight: f32,
+    /// Rerank: weight of the named model's score (scaled to [0, 1] over the items).
+    pub rerank_model_weight: f32,
+    /// Rerank: weight of the caller's retrieval metadata (retrieval_score and rank).
+    pub rerank_retrieval_weight: f32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     /// Refill rate (requests per second) of keys without their own.
     pub default_rate_per_sec: u32,
@@ -250,6 +303,7 @@ impl Config {
                 self.chat.llm_url
             ));
         }
+        problems.extend(self.search.problems());
         if self.auth.default_rate_per_sec == 0 {
             problems.push("auth.default_rate_per_sec must be > 0".to_owned());
         }
@@ -276,6 +330,50 @@ impl Config {
         } else {
             Err(ConfigError(problems))
         }
+    }
+}
+
+impl SearchConfig {
+    fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (name, value) in [
+            ("search.commit_interval_ms", self.commit_interval_ms),
+            ("search.change_queue", self.change_queue as u64),
+            ("search.doc_store_cache_blocks", self.doc_store_cache_blocks as u64),
+            ("search.candidate_pool", self.candidate_pool as u64),
+        ] {
+            if value == 0 {
+                problems.push(format!("{name} must be > 0"));
+            }
+        }
+        if self.writer_memory_bytes < 15_000_000 {
+            problems.push("search.writer_memory_bytes must be at least 15000000".to_owned());
+        }
+        if self.typo_one_min_chars == 0 || self.typo_two_min_chars < self.typo_one_min_chars {
+            problems.push("search.typo_one_min_chars must be > 0 and <= search.typo_two_min_chars".to_owned());
+        }
+        let weights = [
+            ("search.fuzzy_factor", self.fuzzy_factor),
+            ("search.title_boost", self.title_boost),
+            ("search.labels_boost", self.labels_boost),
+            ("search.body_boost", self.body_boost),
+            ("search.text_weight", self.text_weight),
+            ("search.covisit_weight", self.covisit_weight),
+            ("search.affinity_weight", self.affinity_weight),
+            ("search.popularity_weight", self.popularity_weight),
+            ("search.embedding_weight", self.embedding_weight),
+            ("search.vector_weight", self.vector_weight),
+            ("search.unavailable_weight", self.unavailable_weight),
+            ("search.rerank_text_weight", self.rerank_text_weight),
+            ("search.rerank_model_weight", self.rerank_model_weight),
+            ("search.rerank_retrieval_weight", self.rerank_retrieval_weight),
+        ];
+        for (name, value) in weights {
+            if !value.is_finite() {
+                problems.push(format!("{name} must be a finite number"));
+            }
+        }
+        problems
     }
 }
 

@@ -19,6 +19,8 @@
 //! - [`chat`]: what a chat message asks for (constraints, merged across turns), which
 //!   rows satisfy it, and the reply text; pure. Conversations live in
 //!   `engine::conversation` (one `ConversationActor` each), the endpoint in `api::chat`.
+//! - [`search`]: the catalog's full-text index (tantivy), fed from catalog writes
+//!   by its indexer thread; BM25 with typo tolerance; pure, no HTTP.
 //! - [`keys`]: API keys, stored hashed, shared by the HTTP admin API and the CLI.
 //! - [`api`]: the hyper frontend: routing, auth, rate quota, body limits, deadline,
 //!   one file per endpoint group, and the one place errors become statuses.
@@ -34,7 +36,9 @@
 //! `api::admin`) decodes JSON and calls the [`engine::Engine`] → catalog writes go
 //! key → shard → that shard's `CatalogShard`, which validates, stamps reserved fields
 //! and commits a durable RocksDB batch before replying; reads go straight to RocksDB
-//! and the table registry; live-state reads ask the key's `ShardHost`.
+//! and the table registry; live-state reads ask the key's `ShardHost`. Searches
+//! (`api::search`, `api::rerank`) read the [`search::SearchIndex`] directly, which
+//! the catalog shards feed through the indexer thread after each durable write.
 //!
 //! # Path of an event
 //!
@@ -55,6 +59,7 @@ pub mod embed;
 pub mod engine;
 pub mod keys;
 pub mod ranking;
+pub mod search;
 pub mod server;
 pub mod storage;
 pub mod stream;

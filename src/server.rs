@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::keys::KeyStore;
 use crate::ranking::ModelRegistry;
+use crate::search::SearchIndex;
 use crate::storage::Storage;
 use crate::stream::{start_consumer, EventProducer, SharedStats};
 use crate::topology::{Topology, SINGLE_TOML};
@@ -47,6 +48,7 @@ pub async fn run(
         &config.engine,
         training.clone(),
     )?);
+    let search = open_search(&config, &engine)?;
     let replayed = engine.recover().await?;
     tracing::info!(replayed, "live state recovered");
     let checkpoints = tokio::spawn(checkpoint_loop(engine.clone(), config.engine.checkpoint_interval_ms));
@@ -87,6 +89,7 @@ pub async fn run(
         stream_stats,
         models,
         training: training.clone(),
+        search: search.clone(),
         ranking: RankingStats {
             state_deadline_ms: config.engine.state_read_deadline_ms,
             ..RankingStats::default()
@@ -106,6 +109,7 @@ pub async fn run(
     tokio::task::spawn_blocking(move || {
         chat.stop();
         engine.stop();
+        search.stop();
         training.stop();
         storage.flush()
     })
@@ -124,6 +128,17 @@ async fn checkpoint_loop(engine: Arc<Engine>, interval_ms: u64) {
             tracing::warn!(%error, "checkpoint failed; retrying at the next interval");
         }
     }
+}
+
+/// Opens the search index under `<data_dir>/search`, subscribed to catalog changes
+/// before it reads the catalog, so that nothing written meanwhile is missed.
+fn open_search(config: &Config, engine: &Engine) -> anyhow::Result<Arc<SearchIndex>> {
+    let (changes, change_feed) = crossbeam::channel::bounded(config.search.change_queue);
+    engine.items().subscribe(changes);
+    let directory = config.storage.data_dir.join("search");
+    let index = SearchIndex::open(&directory, &config.search, engine.item_reader(), change_feed)
+        .with_context(|| format!("opening the search index {}", directory.display()))?;
+    Ok(Arc::new(index))
 }
 
 fn load_models(config: &Config, training: &Arc<Training>) -> anyhow::Result<ModelRegistry> {

@@ -128,6 +128,12 @@ impl From<CatalogError> for ApiError {
     }
 }
 
+impl From<crate::search::SearchError> for ApiError {
+    fn from(error: crate::search::SearchError) -> ApiError {
+        ApiError::Internal(error.to_string())
+    }
+}
+
 impl From<KeyError> for ApiError {
     fn from(error: KeyError) -> ApiError {
         match error {

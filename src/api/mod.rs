@@ -8,11 +8,14 @@ mod admin;
 mod auth;
 mod catalog;
 mod chat;
+mod embedded_events;
 mod error;
 mod events;
 mod recommend;
 mod recommend_module;
+mod rerank;
 mod routes;
+pub(crate) mod search;
 mod users;
 
 use std::convert::Infallible;
@@ -66,6 +69,8 @@ pub struct AppState {
     pub models: crate::ranking::ModelRegistry,
     /// The learners and their artifacts.
     pub training: Arc<crate::training::Training>,
+    /// The catalog's full-text index (search, rerank, chat).
+    pub search: Arc<crate::search::SearchIndex>,
     /// Live-state reads on the ranking path: deadline and misses.
     pub ranking: RankingStats,
     /// `POST /chat`: the conversation actors, the optional LLM, counters.
@@ -238,6 +243,8 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         Endpoint::Recommend => recommend::handle(state, request).await,
         Endpoint::RecommendModule => recommend_module::handle(state, request).await,
         Endpoint::Chat => chat::handle(state, request).await,
+        Endpoint::Search => search::handle(state, request).await,
+        Endpoint::SearchRerank => rerank::handle(state, request).await,
         Endpoint::Events | Endpoint::Engagement | Endpoint::Event | Endpoint::Session | Endpoint::UserState => {
             events::handle(state, endpoint, request).await
         }

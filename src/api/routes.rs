@@ -48,6 +48,10 @@ pub enum Endpoint {
     AdminRetrain,
     /// `/chat` (also `/v1/chat`)
     Chat,
+    /// `/v1/search`
+    Search,
+    /// `/v1/search/rerank`, also served at `/search/rerank`
+    SearchRerank,
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -84,6 +88,8 @@ impl Endpoint {
             ["v1", "recommend"] => Endpoint::Recommend,
             ["v1", "recommend", "module"] => Endpoint::RecommendModule,
             ["chat"] | ["v1", "chat"] => Endpoint::Chat,
+            ["v1", "search"] => Endpoint::Search,
+            ["v1", "search", "rerank"] | ["search", "rerank"] => Endpoint::SearchRerank,
             _ => return None,
         };
         let params = match endpoint {
@@ -125,6 +131,8 @@ impl Endpoint {
             | Endpoint::Engagement
             | Endpoint::Recommend
             | Endpoint::RecommendModule
+            | Endpoint::Search
+            | Endpoint::SearchRerank
             | Endpoint::AdminRetrain
             | Endpoint::Chat => POST,
             Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
@@ -146,6 +154,7 @@ impl Endpoint {
             Endpoint::Events | Endpoint::Engagement => "events:write",
             Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
             Endpoint::Chat => "chat",
+            Endpoint::Search | Endpoint::SearchRerank => "search",
             // Live state and the raw log expose every user's behaviour: operators only.
             Endpoint::UserState | Endpoint::Session | Endpoint::Event => "admin",
         })

@@ -22,7 +22,8 @@ pub struct CatalogShard {
     shard: ShardId,
     storage: Storage,
     tables: Arc<TableRegistry>,
-    /// Told of every item write, so cached ranking features do not go stale.
+    /// Told of every committed item write, so cached ranking features do not go
+    /// stale and the search index follows.
     items: Arc<ItemReader>,
     clock: SharedClock,
     /// Capacity of the bounded mailbox.
@@ -135,8 +136,8 @@ impl Handler<UpsertRows> for CatalogShard {
         }
         if kind == RowKind::Item {
             for row in results.iter().flatten() {
-                if let Some(Value::String(id)) = row.get("id") {
-                    self.items.forget(id);
+                if let (Some(Value::String(table)), Some(Value::String(id))) = (row.get("_table"), row.get("id")) {
+                    self.items.changed(table, id);
                 }
             }
         }
@@ -187,7 +188,7 @@ impl Handler<DeleteItem> for CatalogShard {
             batch.put(Cf::Items, &key, &serde_json::to_vec(&row).expect("json map serializes"));
         }
         batch.commit()?;
-        self.items.forget(&message.id);
+        self.items.changed(&message.table, &message.id);
         Ok(())
     }
 }
@@ -254,7 +255,7 @@ impl Handler<DropTableRows> for CatalogShard {
         let mut batch = self.storage.batch();
         batch.delete_range(Cf::Items, &from, &to);
         batch.commit()?;
-        self.items.forget_all();
+        self.items.table_dropped(&message.table);
         Ok(())
     }
 }

@@ -324,6 +324,11 @@ impl Engine {
         &self.items
     }
 
+    /// A shared handle on the catalog's items (the search indexer reads through it).
+    pub fn item_reader(&self) -> Arc<ItemReader> {
+        self.items.clone()
+    }
+
     /// The decay settings snapshots are computed with.
     pub fn decay(&self, key: &StateKey) -> DecayParams {
         match key {

@@ -2,7 +2,9 @@
 //! straight from storage, without going through the shard actors.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use crossbeam::channel::Sender;
 
 use dashmap::DashMap;
 use serde_json::{Map, Value};
@@ -11,7 +13,8 @@ use super::{TableRegistry, USERS_TABLE};
 use crate::engine::event::Event;
 use crate::engine::live_state::affinity_keys;
 use crate::ranking::ItemFeatures;
-use crate::storage::{keys, Cf, Storage};
+use crate::search::{IndexChange, ItemSource};
+use crate::storage::{keys, Cf, Storage, StorageError};
 use crate::topology::shard_for;
 
 /// A read handle on the catalog's items, with the ranking features of the items
@@ -23,6 +26,8 @@ pub struct ItemReader {
     features: DashMap<String, Arc<ItemFeatures>>,
     /// Bumped by every write, so a read that raced with one does not cache a stale row.
     writes: AtomicU64,
+    /// Where committed item writes are announced (the search indexer), once subscribed.
+    changes: OnceLock<Sender<IndexChange>>,
 }
 
 impl ItemReader {
@@ -33,6 +38,34 @@ impl ItemReader {
             shards,
             features: DashMap::new(),
             writes: AtomicU64::new(0),
+            changes: OnceLock::new(),
+        }
+    }
+
+    /// Sends every committed item change to `changes` from now on (one subscriber).
+    pub fn subscribe(&self, changes: Sender<IndexChange>) {
+        if self.changes.set(changes).is_err() {
+            tracing::warn!("item changes already have a subscriber; ignoring the second");
+        }
+    }
+
+    /// Called after item `id` of `table` was durably written or deleted.
+    pub fn changed(&self, table: &str, id: &str) {
+        self.forget(id);
+        if let Some(changes) = self.changes.get() {
+            // Blocks while the indexer's queue is full (backpressure); fails only once it stopped.
+            let _ = changes.send(IndexChange::Item {
+                table: table.to_owned(),
+                id: id.to_owned(),
+            });
+        }
+    }
+
+    /// Called after a whole table was dropped.
+    pub fn table_dropped(&self, table: &str) {
+        self.forget_all();
+        if let Some(changes) = self.changes.get() {
+            let _ = changes.send(IndexChange::Table(table.to_owned()));
         }
     }
 
@@ -86,6 +119,18 @@ impl ItemReader {
         }
     }
 
+    /// Calls `visit` with every stored item of every table (users live elsewhere).
+    pub fn scan_items(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), StorageError> {
+        for entry in self.storage.scan_prefix(Cf::Items, &[]) {
+            let (key, value) = entry?;
+            match serde_json::from_slice(&value) {
+                Ok(row) => visit(row),
+                Err(error) => tracing::warn!(key = %String::from_utf8_lossy(&key), %error, "skipping an unreadable stored item"),
+            }
+        }
+        Ok(())
+    }
+
     /// The affinity keys of every item an event is about.
     pub fn affinity_keys(&self, event: &Event) -> Vec<String> {
         event
@@ -93,5 +138,16 @@ impl ItemReader {
             .filter_map(|id| self.find(id, event.item_id_relation.as_deref()))
             .flat_map(|item| affinity_keys(&item))
             .collect()
+    }
+}
+
+/// The search indexer reads the catalog through this.
+impl ItemSource for ItemReader {
+    fn row(&self, table: &str, id: &str) -> Option<Map<String, Value>> {
+        self.find(id, Some(table))
+    }
+
+    fn scan(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), String> {
+        self.scan_items(visit).map_err(|error| error.to_string())
     }
 }

@@ -1,0 +1,187 @@
+//! Request-embedded events (SPEC "Request-embedded event") of search, rerank and
+//! chat: parsed and validated here, and folded into one request's ranking context.
+//! They shape that request only and are never stored (DESIGN.md §3).
+
+use chrono::NaiveDateTime;
+use serde_json::{Map, Value};
+
+use super::ApiError;
+use crate::engine::catalog::ItemReader;
+use crate::engine::live_state::InteractionKind;
+use crate::ranking::{RankContext, Signals};
+
+/// Most embedded events in one request.
+pub(crate) const MAX_EMBEDDED_EVENTS: usize = 1_000;
+
+/// One request-embedded event.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EmbeddedEvent {
+    /// When it happened, unix ms.
+    pub timestamp: i64,
+    /// browse, click, purchase, search, ...
+    pub event_type: String,
+    pub item_id: Option<String>,
+    pub description: Option<String>,
+}
+
+/// ISO 8601 date-times: RFC 3339, or without an offset (read as UTC), or a date alone.
+fn parse_iso8601(text: &str) -> Option<i64> {
+    if let Some(millis) = crate::time::parse_rfc3339(text) {
+        return Some(millis);
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"] {
+        if let Ok(time) = NaiveDateTime::parse_from_str(text, format) {
+            return Some(time.and_utc().timestamp_millis());
+        }
+    }
+    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|date| date.and_hms_opt(0, 0, 0))
+        .map(|time| time.and_utc().timestamp_millis())
+}
+
+/// The `events` of a request body: absent or null is none; otherwise an array of
+/// objects, each with an ISO 8601 `timestamp` and a non-empty `type`, and
+/// optionally a non-empty string `item_id` and a string `description` (422 else).
+pub(crate) fn embedded_events(body: &Map<String, Value>) -> Result<Vec<EmbeddedEvent>, ApiError> {
+    let events = match body.get("events") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(events)) => events,
+        Some(_) => return Err(ApiError::validation("\"events\" must be an array of event objects")),
+    };
+    if events.len() > MAX_EMBEDDED_EVENTS {
+        return Err(ApiError::validation(format!(
+            "at most {MAX_EMBEDDED_EVENTS} \"events\" per request"
+        )));
+    }
+    events
+        .iter()
+        .enumerate()
+        .map(|(index, event)| embedded_event(index, event))
+        .collect()
+}
+
+fn embedded_event(index: usize, event: &Value) -> Result<EmbeddedEvent, ApiError> {
+    let invalid = |what: &str| ApiError::validation(format!("events[{index}]: {what}"));
+    let Value::Object(event) = event else {
+        return Err(invalid("must be an object"));
+    };
+    let timestamp = match event.get("timestamp") {
+        None | Some(Value::Null) => return Err(invalid("\"timestamp\" is required")),
+        Some(Value::String(text)) => {
+            parse_iso8601(text).ok_or_else(|| invalid("\"timestamp\" must be an ISO 8601 date-time"))?
+        }
+        Some(_) => return Err(invalid("\"timestamp\" must be an ISO 8601 string")),
+    };
+    let event_type = match event.get("type") {
+        None | Some(Value::Null) => return Err(invalid("\"type\" is required")),
+        Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
+        Some(_) => return Err(invalid("\"type\" must be a non-empty string")),
+    };
+    let item_id = match event.get("item_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if !id.is_empty() => Some(id.clone()),
+        Some(_) => return Err(invalid("\"item_id\" must be a non-empty string")),
+    };
+    let description = match event.get("description") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(_) => return Err(invalid("\"description\" must be a string")),
+    };
+    Ok(EmbeddedEvent {
+        timestamp,
+        event_type,
+        item_id,
+        description,
+    })
+}
+
+/// Folds `events` into `context` as the session's newest signals: their items
+/// become its most recent items (in time order) and their items' attributes add
+/// to its affinities, weighted by event type like live events and decayed from
+/// their timestamp to `context.now` with `half_life_ms`.
+pub(crate) fn apply_to_context(items: &ItemReader, context: &mut RankContext, events: &[EmbeddedEvent], half_life_ms: f64) {
+    let mut ordered: Vec<&EmbeddedEvent> = events.iter().filter(|event| event.item_id.is_some()).collect();
+    if ordered.is_empty() {
+        return;
+    }
+    ordered.sort_by_key(|event| event.timestamp);
+    let session = context.session.get_or_insert_with(Signals::default);
+    for event in ordered {
+        let Some(item_id) = &event.item_id else { continue };
+        let kind = InteractionKind::of(&event.event_type);
+        if kind == InteractionKind::Impression {
+            continue;
+        }
+        session.recent.retain(|id| id != item_id);
+        session.recent.push(item_id.clone());
+        let weight = kind.weight(None) * decay(context.now - event.timestamp, half_life_ms);
+        if weight <= 0.0 {
+            continue;
+        }
+        if let Some(features) = items.features(item_id) {
+            for key in &features.keys {
+                *session.affinities.entry(key.clone()).or_default() += weight;
+            }
+        }
+    }
+}
+
+/// The share left of a weight after `elapsed_ms` (events from the future count fully).
+fn decay(elapsed_ms: i64, half_life_ms: f64) -> f64 {
+    if half_life_ms <= 0.0 {
+        return 1.0;
+    }
+    0.5f64.powf(elapsed_ms.max(0) as f64 / half_life_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(events: Value) -> Result<Vec<EmbeddedEvent>, ApiError> {
+        embedded_events(json!({ "events": events }).as_object().unwrap())
+    }
+
+    #[test]
+    fn valid_events_parse() {
+        let events = parse(json!([
+            {"timestamp": "2026-11-22T10:00:00Z", "type": "click", "item_id": "a", "description": "x"},
+            {"timestamp": "2026-11-22T10:00:00", "type": "search"},
+            {"timestamp": "2026-11-22", "type": "browse", "item_id": null}
+        ]))
+        .unwrap();
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[0].item_id.as_deref(), Some("a"));
+        assert_eq!(events[0].timestamp, events[1].timestamp);
+        assert_eq!(events[2].timestamp, events[0].timestamp - 10 * 3_600_000);
+        assert!(embedded_events(&Map::new()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn invalid_events_are_refused() {
+        for bad in [
+            json!({"type": "click"}),
+            json!([{"type": "click"}]),
+            json!([{"timestamp": "yesterday", "type": "click"}]),
+            json!([{"timestamp": 1_700_000_000, "type": "click"}]),
+            json!([{"timestamp": "2026-11-22T10:00:00Z"}]),
+            json!([{"timestamp": "2026-11-22T10:00:00Z", "type": ""}]),
+            json!([{"timestamp": "2026-11-22T10:00:00Z", "type": "click", "item_id": 3}]),
+            json!([{"timestamp": "2026-11-22T10:00:00Z", "type": "click", "item_id": ""}]),
+            json!([{"timestamp": "2026-11-22T10:00:00Z", "type": "click", "description": []}]),
+            json!(["click"]),
+        ] {
+            let error = parse(bad.clone()).unwrap_err();
+            assert!(matches!(error, ApiError::Validation { .. }), "{bad}: {error:?}");
+        }
+    }
+
+    #[test]
+    fn decay_halves_per_half_life() {
+        assert_eq!(decay(0, 1000.0), 1.0);
+        assert!((decay(1000, 1000.0) - 0.5).abs() < 1e-12);
+        assert_eq!(decay(-50, 1000.0), 1.0);
+    }
+}

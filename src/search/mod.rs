@@ -1,0 +1,300 @@
+//! Full-text search over the catalog (tantivy): one index per node under
+//! `<data_dir>/search`, one document per catalog item (never users), fed
+//! near-real-time from catalog writes and rebuilt from storage when missing.
+//! Pure: no HTTP, no engine types; the catalog is reached through [`ItemSource`].
+//!
+//! - `schema`: fields, analyzer, row → document.
+//! - `query`: query tokens, typo rules, the BM25 + typo-tolerant query.
+//! - `indexer`: the writer thread (changes → re-read → commit).
+//! - `vocabulary`: the group and tag names of the indexed items.
+
+mod indexer;
+mod query;
+mod schema;
+mod vocabulary;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam::channel::{Receiver, Sender};
+use parking_lot::{Mutex, RwLock};
+use serde_json::{Map, Value};
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermSetQuery};
+use tantivy::schema::Value as _;
+use tantivy::tokenizer::TextAnalyzer;
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
+
+use crate::config::SearchConfig;
+use indexer::{Control, Indexer, CLEAN};
+pub use query::{edit_distance, typos_allowed};
+use schema::{split_key, Fields};
+pub use vocabulary::Vocabulary;
+
+/// A catalog change the index must follow; sent after the write is durable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexChange {
+    /// An item was upserted, soft-deleted or purged.
+    Item { table: String, id: String },
+    /// A whole table was dropped.
+    Table(String),
+}
+
+/// Where the indexer reads items: the catalog's storage.
+pub trait ItemSource: Send + Sync {
+    /// The stored row of item `id` in `table`, if any.
+    fn row(&self, table: &str, id: &str) -> Option<Map<String, Value>>;
+    /// Calls `visit` with every stored item row (every table but users).
+    fn scan(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), String>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("search index: {0}")]
+    Index(#[from] tantivy::TantivyError),
+    #[error("search index directory {path}: {source}")]
+    Directory { path: String, source: std::io::Error },
+    #[error("reading the catalog for the search index failed: {0}")]
+    Source(String),
+}
+
+impl From<String> for SearchError {
+    fn from(message: String) -> SearchError {
+        SearchError::Source(message)
+    }
+}
+
+/// One text match.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextHit {
+    pub id: String,
+    pub table: String,
+    /// BM25 (with typo-tolerant terms weighted down); only comparable within a query.
+    pub score: f32,
+}
+
+/// What the indexer has done, for stats and tests.
+#[derive(Debug, Default)]
+pub struct IndexStats {
+    pub commits: AtomicU64,
+    pub commit_errors: AtomicU64,
+    pub documents_indexed: AtomicU64,
+    pub documents_removed: AtomicU64,
+    /// True once the catalog was read at start (and indexed, when rebuilding).
+    pub loaded: AtomicBool,
+}
+
+/// The search index of a node: searches run on the caller's thread against the
+/// last committed state; one indexer thread writes.
+pub struct SearchIndex {
+    reader: IndexReader,
+    fields: Fields,
+    analyzer: TextAnalyzer,
+    config: SearchConfig,
+    vocabulary: Arc<RwLock<Arc<Vocabulary>>>,
+    stats: Arc<IndexStats>,
+    control: Sender<Control>,
+    indexer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl SearchIndex {
+    /// Opens the index under `directory` (creating it, or rebuilding it from `source`
+    /// when it is missing, unreadable or was not closed cleanly) and starts the
+    /// indexer on `changes`. Subscribe `changes` to the catalog before calling this:
+    /// what is written while the catalog is read is applied afterwards.
+    pub fn open(
+        directory: &Path,
+        config: &SearchConfig,
+        source: Arc<dyn ItemSource>,
+        changes: Receiver<IndexChange>,
+    ) -> Result<SearchIndex, SearchError> {
+        let (index, rebuild) = open_or_create(directory)?;
+        schema::register_analyzer(&index);
+        let fields = Fields::of(&index.schema()).expect("open_or_create checked the schema");
+        let writer = index.writer_with_num_threads(1, config.writer_memory_bytes)?;
+        let reader: IndexReader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .doc_store_cache_num_blocks(config.doc_store_cache_blocks)
+            .try_into()?;
+        let vocabulary = Arc::new(RwLock::new(Arc::new(Vocabulary::default())));
+        let stats = Arc::new(IndexStats::default());
+        let (control, control_receiver) = crossbeam::channel::bounded(1);
+        let indexer = Indexer {
+            writer,
+            reader: reader.clone(),
+            fields,
+            source,
+            vocabulary: vocabulary.clone(),
+            stats: stats.clone(),
+            commit_interval: Duration::from_millis(config.commit_interval_ms),
+            labels: Default::default(),
+            pending: Default::default(),
+            dropped: Vec::new(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("search-indexer".into())
+            .spawn(move || indexer.run(rebuild, changes, control_receiver))
+            .map_err(|source| SearchError::Directory {
+                path: directory.display().to_string(),
+                source,
+            })?;
+        tracing::info!(directory = %directory.display(), rebuild, "search index opened");
+        Ok(SearchIndex {
+            reader,
+            fields,
+            analyzer: schema::analyzer(),
+            config: config.clone(),
+            vocabulary,
+            stats,
+            control,
+            indexer: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// The best `limit` text matches of `query`, best first.
+    pub fn text_search(&self, query: &str, limit: usize) -> Result<Vec<TextHit>, SearchError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let searcher = self.reader.searcher();
+        let Some(text) = self.text_query(&searcher, query)? else {
+            return Ok(Vec::new());
+        };
+        let top = searcher.search(&text, &TopDocs::with_limit(limit).order_by_score())?;
+        self.hits(&searcher, top)
+    }
+
+    /// The text score of each of `ids` that matches `query` (best over the tables
+    /// holding the id); ids without a match are absent.
+    pub fn score_ids(&self, query: &str, ids: &[String]) -> Result<HashMap<String, f32>, SearchError> {
+        let mut scores = HashMap::new();
+        if ids.is_empty() {
+            return Ok(scores);
+        }
+        let searcher = self.reader.searcher();
+        let Some(text) = self.text_query(&searcher, query)? else {
+            return Ok(scores);
+        };
+        let only = TermSetQuery::new(ids.iter().map(|id| Term::from_field_text(self.fields.id, id)));
+        let clauses: Vec<(Occur, Box<dyn Query>)> = vec![
+            (Occur::Must, Box::new(text)),
+            (Occur::Must, Box::new(ConstScoreQuery::new(Box::new(only), 0.0))),
+        ];
+        // An id may be in several tables: room for a few of those.
+        let limit = ids.len() + ids.len() / 4 + 8;
+        let top = searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit).order_by_score())?;
+        for hit in self.hits(&searcher, top)? {
+            let best = scores.entry(hit.id).or_insert(hit.score);
+            *best = best.max(hit.score);
+        }
+        Ok(scores)
+    }
+
+    fn text_query(&self, searcher: &Searcher, query: &str) -> Result<Option<BooleanQuery>, SearchError> {
+        let tokens = query::query_tokens(&mut self.analyzer.clone(), query, &self.config);
+        Ok(query::text_query(searcher, &self.fields, &tokens, &self.config)?)
+    }
+
+    fn hits(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> Result<Vec<TextHit>, SearchError> {
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let document: TantivyDocument = searcher.doc(address)?;
+            let Some(key) = document.get_first(self.fields.key).and_then(|value| value.as_str()) else {
+                continue;
+            };
+            if let Some((table, id)) = split_key(key) {
+                hits.push(TextHit {
+                    id: id.to_owned(),
+                    table: table.to_owned(),
+                    score,
+                });
+            }
+        }
+        Ok(hits)
+    }
+
+    /// The settings the index was opened with (blend weights included).
+    pub fn config(&self) -> &SearchConfig {
+        &self.config
+    }
+
+    /// The group and tag names of the indexed items.
+    pub fn vocabulary(&self) -> Arc<Vocabulary> {
+        self.vocabulary.read().clone()
+    }
+
+    /// Documents searchable now.
+    pub fn documents(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    pub fn stats(&self) -> &IndexStats {
+        &self.stats
+    }
+
+    /// Whether the catalog was read at start (and indexed, when rebuilding).
+    pub fn is_loaded(&self) -> bool {
+        self.stats.loaded.load(Ordering::Acquire)
+    }
+
+    /// Indexes what is pending, commits, and stops the indexer thread. Blocks.
+    pub fn stop(&self) {
+        let Some(thread) = self.indexer.lock().take() else {
+            return;
+        };
+        let _ = self.control.send(Control::Stop);
+        if thread.join().is_err() {
+            tracing::error!("the search indexer thread panicked");
+        }
+    }
+
+    /// Stops the indexer without its clean commit, as a crash would.
+    #[cfg(test)]
+    fn abandon(&self) {
+        if let Some(thread) = self.indexer.lock().take() {
+            let _ = self.control.send(Control::Abandon);
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for SearchIndex {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Opens the index in `directory`, or creates it; the flag says whether it must be
+/// (re)built from the catalog.
+fn open_or_create(directory: &Path) -> Result<(Index, bool), SearchError> {
+    let io_error = |source| SearchError::Directory {
+        path: directory.display().to_string(),
+        source,
+    };
+    if directory.exists() {
+        match Index::open_in_dir(directory) {
+            Ok(index) if Fields::of(&index.schema()).is_some() => {
+                let clean = index.load_metas()?.payload.as_deref() == Some(CLEAN);
+                if !clean {
+                    tracing::warn!(directory = %directory.display(), "search index was not closed cleanly; rebuilding it");
+                }
+                return Ok((index, !clean));
+            }
+            Ok(_) => tracing::warn!(directory = %directory.display(), "search index has another schema; rebuilding it"),
+            Err(error) => tracing::warn!(directory = %directory.display(), %error, "search index unreadable; rebuilding it"),
+        }
+        std::fs::remove_dir_all(directory).map_err(io_error)?;
+    } else {
+        tracing::info!(directory = %directory.display(), "no search index; building it from the catalog");
+    }
+    std::fs::create_dir_all(directory).map_err(io_error)?;
+    Ok((Index::create_in_dir(directory, Fields::schema())?, true))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,191 @@
+//! From query text to a tantivy query: the query's tokens (analyzed like the
+//! documents), how many typos each tolerates, and per token an exact BM25 term on
+//! every text field OR the index terms within its edit distance (BM25 too, weighted
+//! down), on the title and labels.
+
+use std::collections::BTreeMap;
+
+use tantivy::query::{BooleanQuery, BoostQuery, FuzzyTermQuery, Occur, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::tokenizer::{TextAnalyzer, TokenStream};
+use tantivy::{Searcher, Term};
+
+use super::schema::Fields;
+use crate::config::SearchConfig;
+
+/// Most query tokens used; the rest of a long query is ignored.
+pub const MAX_QUERY_TOKENS: usize = 16;
+
+/// One analyzed query token and the edit distance it tolerates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryToken {
+    pub text: String,
+    pub typos: u8,
+}
+
+/// Typos a token of `chars` characters tolerates: none below `typo_one_min_chars`,
+/// one from there, two from `typo_two_min_chars`.
+pub fn typos_allowed(chars: usize, config: &SearchConfig) -> u8 {
+    if !config.fuzzy || chars < config.typo_one_min_chars {
+        0
+    } else if chars < config.typo_two_min_chars {
+        1
+    } else {
+        2
+    }
+}
+
+/// The distinct tokens of `query`, in order, at most [`MAX_QUERY_TOKENS`]. The typo
+/// rule counts the characters of the normalized (lowercased, folded) token.
+pub fn query_tokens(analyzer: &mut TextAnalyzer, query: &str, config: &SearchConfig) -> Vec<QueryToken> {
+    let mut tokens: Vec<QueryToken> = Vec::new();
+    let mut stream = analyzer.token_stream(query);
+    while stream.advance() {
+        let text = &stream.token().text;
+        if tokens.iter().any(|token| &token.text == text) {
+            continue;
+        }
+        tokens.push(QueryToken {
+            typos: typos_allowed(text.chars().count(), config),
+            text: text.clone(),
+        });
+        if tokens.len() == MAX_QUERY_TOKENS {
+            break;
+        }
+    }
+    tokens
+}
+
+/// Optimal-string-alignment distance: insertions, deletions, substitutions and a
+/// swap of two neighbouring characters each cost one.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        rows[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (rows[i - 1][j] + 1).min(rows[i][j - 1] + 1).min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
+/// The index terms of `field` within `token`'s edit distance, other than the token
+/// itself: closest first, then the most frequent, at most `limit`; each with its distance.
+fn expansions(
+    searcher: &Searcher,
+    field: Field,
+    token: &QueryToken,
+    limit: usize,
+) -> tantivy::Result<Vec<(String, usize)>> {
+    let automaton = FuzzyTermQuery::new(Term::from_field_text(field, &token.text), token.typos, true).automaton()?;
+    let mut found: BTreeMap<String, u64> = BTreeMap::new();
+    for segment in searcher.segment_readers() {
+        let inverted = segment.inverted_index(field)?;
+        let mut stream = inverted.terms().search(&automaton).into_stream()?;
+        while stream.advance() {
+            let Ok(text) = std::str::from_utf8(stream.key()) else {
+                continue;
+            };
+            if text != token.text {
+                *found.entry(text.to_owned()).or_default() += u64::from(stream.value().doc_freq);
+            }
+        }
+    }
+    let mut ranked: Vec<(String, usize, u64)> = found
+        .into_iter()
+        .map(|(text, frequency)| {
+            let distance = edit_distance(&text, &token.text);
+            (text, distance, frequency)
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
+    ranked.truncate(limit);
+    Ok(ranked.into_iter().map(|(text, distance, _)| (text, distance)).collect())
+}
+
+fn boosted_term(field: Field, text: &str, boost: f32) -> (Occur, Box<dyn Query>) {
+    let term = TermQuery::new(Term::from_field_text(field, text), IndexRecordOption::WithFreqs);
+    (Occur::Should, Box::new(BoostQuery::new(Box::new(term), boost)))
+}
+
+/// The query of `tokens` (any token may match; more matches score more), or `None`
+/// when there is nothing to look for.
+pub fn text_query(
+    searcher: &Searcher,
+    fields: &Fields,
+    tokens: &[QueryToken],
+    config: &SearchConfig,
+) -> tantivy::Result<Option<BooleanQuery>> {
+    let weighted = [
+        (fields.title, config.title_boost, true),
+        (fields.labels, config.labels_boost, true),
+        (fields.body, config.body_boost, false),
+    ];
+    let mut clauses = Vec::new();
+    for token in tokens {
+        for &(field, boost, fuzzy) in &weighted {
+            clauses.push(boosted_term(field, &token.text, boost));
+            if fuzzy && token.typos > 0 {
+                for (text, distance) in expansions(searcher, field, token, config.fuzzy_max_expansions)? {
+                    let weight = boost * config.fuzzy_factor.powi(distance as i32);
+                    clauses.push(boosted_term(field, &text, weight));
+                }
+            }
+        }
+    }
+    Ok((!clauses.is_empty()).then(|| BooleanQuery::new(clauses)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::search::schema::analyzer;
+
+    fn config() -> SearchConfig {
+        Config::load(None).unwrap().search
+    }
+
+    #[test]
+    fn typo_tolerance_grows_with_token_length() {
+        let config = config();
+        assert_eq!(typos_allowed(3, &config), 0);
+        assert_eq!(typos_allowed(4, &config), 1);
+        assert_eq!(typos_allowed(7, &config), 1);
+        assert_eq!(typos_allowed(8, &config), 2);
+        let off = SearchConfig { fuzzy: false, ..config };
+        assert_eq!(typos_allowed(12, &off), 0);
+    }
+
+    #[test]
+    fn tokens_are_normalized_and_distinct() {
+        let config = config();
+        let tokens = query_tokens(&mut analyzer(), "Toy STORY toy, Amélie extraordinary", &config);
+        let texts: Vec<(&str, u8)> = tokens.iter().map(|t| (t.text.as_str(), t.typos)).collect();
+        assert_eq!(texts, [("toy", 0), ("story", 1), ("amelie", 1), ("extraordinary", 2)]);
+        let many = "a b c d e f g h i j k l m n o p q r s t";
+        assert_eq!(query_tokens(&mut analyzer(), many, &config).len(), MAX_QUERY_TOKENS);
+        assert!(query_tokens(&mut analyzer(), " ,;! ", &config).is_empty());
+    }
+
+    #[test]
+    fn a_swap_costs_one_edit() {
+        assert_eq!(edit_distance("stroy", "storey"), 2);
+        assert_eq!(edit_distance("stroy", "story"), 1);
+        assert_eq!(edit_distance("jumaji", "jumanji"), 1);
+        assert_eq!(edit_distance("matrix", "matrix"), 0);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+}

@@ -1,0 +1,160 @@
+//! The index against an in-memory catalog: ranking of titles and typos, the
+//! change feed, the vocabulary, clean reopen and rebuild.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::*;
+use crate::config::Config;
+
+/// An in-memory catalog.
+#[derive(Default)]
+struct Memory {
+    rows: Mutex<BTreeMap<(String, String), Map<String, Value>>>,
+}
+
+impl Memory {
+    fn put(&self, table: &str, id: &str, fields: Value) {
+        let mut row = fields.as_object().unwrap().clone();
+        row.insert("id".into(), json!(id));
+        row.insert("_table".into(), json!(table));
+        self.rows.lock().insert((table.into(), id.into()), row);
+    }
+}
+
+impl ItemSource for Memory {
+    fn row(&self, table: &str, id: &str) -> Option<Map<String, Value>> {
+        self.rows.lock().get(&(table.to_owned(), id.to_owned())).cloned()
+    }
+
+    fn scan(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), String> {
+        for row in self.rows.lock().values() {
+            visit(row.clone());
+        }
+        Ok(())
+    }
+}
+
+fn config() -> SearchConfig {
+    SearchConfig {
+        commit_interval_ms: 20,
+        ..Config::load(None).unwrap().search
+    }
+}
+
+fn movies() -> Arc<Memory> {
+    let memory = Arc::new(Memory::default());
+    for (id, name, genres) in [
+        ("1", "Toy Story (1995)", json!(["Animation", "Children", "Comedy"])),
+        ("2", "Jumanji (1995)", json!(["Adventure", "Children", "Fantasy"])),
+        ("3", "Toy Story 2 (1999)", json!(["Animation", "Children", "Comedy"])),
+        ("4", "Heat (1995)", json!(["Action", "Crime", "Thriller"])),
+        ("5", "The Story of Us (1999)", json!(["Comedy", "Drama"])),
+        ("6", "Matrix, The (1999)", json!(["Action", "Sci-Fi"])),
+    ] {
+        memory.put("movies", id, json!({"name": name, "groups": genres}));
+    }
+    memory.put("movies", "7", json!({"name": "Gone", "groups": ["Drama"], "is_deleted": true}));
+    memory
+}
+
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn ids(hits: &[TextHit]) -> Vec<&str> {
+    hits.iter().map(|hit| hit.id.as_str()).collect()
+}
+
+fn open(directory: &Path, source: Arc<Memory>) -> (SearchIndex, Sender<IndexChange>) {
+    let (changes, receiver) = crossbeam::channel::unbounded();
+    let index = SearchIndex::open(directory, &config(), source, receiver).unwrap();
+    wait_until("the catalog is loaded", || index.is_loaded());
+    (index, changes)
+}
+
+#[test]
+fn titles_rank_first_and_typos_still_find_them() {
+    let directory = tempfile::tempdir().unwrap();
+    let (index, _changes) = open(&directory.path().join("search"), movies());
+    assert_eq!(index.documents(), 6, "the soft-deleted row is not indexed");
+    assert_eq!(ids(&index.text_search("toy story", 10).unwrap())[..2], ["1", "3"]);
+    assert_eq!(ids(&index.text_search("jumaji", 10).unwrap()), ["2"]);
+    assert_eq!(ids(&index.text_search("Toy Stroy", 10).unwrap())[0], "1");
+    assert_eq!(ids(&index.text_search("matirx", 10).unwrap()), ["6"]);
+    assert_eq!(ids(&index.text_search("thriller", 10).unwrap()), ["4"]);
+    assert!(index.text_search("gone", 10).unwrap().is_empty());
+    assert!(index.text_search("", 10).unwrap().is_empty());
+    assert_eq!(index.text_search("story", 2).unwrap().len(), 2);
+    let scores = index.score_ids("story", &["3".into(), "4".into(), "5".into()]).unwrap();
+    assert_eq!(scores.len(), 2, "{scores:?}");
+    assert!(scores.contains_key("3") && scores.contains_key("5"));
+    let vocabulary = index.vocabulary();
+    assert_eq!(vocabulary.groups.get("sci-fi").map(String::as_str), Some("Sci-Fi"));
+    assert!(vocabulary.groups.contains_key("drama"), "item 5 carries it");
+    index.stop();
+}
+
+#[test]
+fn changes_are_followed_and_a_clean_stop_is_trusted() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("search");
+    let memory = movies();
+    let (index, changes) = open(&path, memory.clone());
+    memory.put("movies", "8", json!({"name": "Paddington", "tags": ["bear"]}));
+    changes.send(IndexChange::Item { table: "movies".into(), id: "8".into() }).unwrap();
+    wait_until("the upsert is searchable", || {
+        ids(&index.text_search("paddington", 5).unwrap()) == ["8"]
+    });
+    assert!(index.vocabulary().tags.contains_key("bear"));
+    memory.put("movies", "8", json!({"name": "Paddington", "is_deleted": true}));
+    changes.send(IndexChange::Item { table: "movies".into(), id: "8".into() }).unwrap();
+    wait_until("the soft delete is gone", || index.text_search("paddington", 5).unwrap().is_empty());
+    assert!(!index.vocabulary().tags.contains_key("bear"));
+    memory.rows.lock().remove(&("movies".to_owned(), "2".to_owned()));
+    changes.send(IndexChange::Item { table: "movies".into(), id: "2".into() }).unwrap();
+    wait_until("the purge is gone", || index.text_search("jumanji", 5).unwrap().is_empty());
+    index.stop();
+    drop(index);
+
+    // A clean stop: the index is trusted as it is (a row only storage has stays unindexed).
+    memory.put("movies", "9", json!({"name": "Unseen"}));
+    let (index, changes) = open(&path, memory.clone());
+    assert!(index.text_search("unseen", 5).unwrap().is_empty());
+    assert_eq!(index.documents(), 5);
+    memory.rows.lock().retain(|(table, _), _| table != "movies");
+    changes.send(IndexChange::Table("movies".into())).unwrap();
+    wait_until("the dropped table is gone", || index.documents() == 0);
+    assert!(index.vocabulary().groups.is_empty());
+    index.stop();
+}
+
+#[test]
+fn an_unclean_or_missing_index_is_rebuilt() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("search");
+    let memory = movies();
+    {
+        let (index, _changes) = open(&path, memory.clone());
+        assert_eq!(index.documents(), 6);
+        // The last commit is not marked clean, as after a crash.
+        index.abandon();
+    }
+    memory.put("movies", "9", json!({"name": "Unseen"}));
+    let (index, _changes) = open(&path, memory.clone());
+    assert_eq!(ids(&index.text_search("unseen", 5).unwrap()), ["9"]);
+    index.stop();
+    drop(index);
+    std::fs::remove_dir_all(&path).unwrap();
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::write(path.join("meta.json"), b"not json").unwrap();
+    let (index, _changes) = open(&path, memory);
+    assert_eq!(index.documents(), 7);
+    index.stop();
+}

@@ -1,0 +1,447 @@
+//! Search benchmark: `POST /v1/search` latency on a 100k-item catalog, and
+//! `POST /v1/search/rerank` of 100 ids. Target: search p99 <= 5 ms.
+//!
+//! 1. Setup: spawn `rankstream serve` (fresh temp data dir, generated admin key, durability
+//!    sync, auth rate limit raised), build the catalog from the MovieLens movies (title →
+//!    `name`, genres → `groups`), replicated with variant suffixes ("Redux", "Director's Cut",
+//!    ...) to `--items` items, each with a generated description and a price; upsert it
+//!    (NDJSON bulk, table `movies`) and poll until the last item is searchable by its name
+//!    and a sample of others is too. Then `--session-events` clicks for one user and one
+//!    session, so that every request reads live state.
+//! 2. Request bodies, made before any timing: `--queries` searches drawn from real titles
+//!    (whole, or their first words), genre words and misspelt titles (two neighbouring
+//!    letters swapped), with that user and session and the default limit (50); and
+//!    `--queries` reranks of `--rerank-ids` random catalog ids with a random
+//!    `retrieval_score` each and a title as the query.
+//! 3. Closed loop: `--connections` keep-alive connections, one request in flight on each;
+//!    `--warmup` unmeasured requests, then every body once. Search, then rerank.
+//!
+//! Every response must be a 200: otherwise the run fails and no Markdown is written.
+//!
+//! ```text
+//! cargo build --release --bin rankstream --bin bench-search
+//! target/release/bench-search --write-markdown BENCHMARKS.md
+//! ```
+
+#[path = "bench_common.rs"]
+mod bench_common;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use bytes::Bytes;
+use clap::Parser;
+use hyper::{Method, StatusCode};
+use rand::rngs::StdRng;
+use rand::seq::index::sample;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+
+use bench_common::{
+    command_line, generate_key, machine_description, percentile, server_binary, thousands, utc_now,
+    write_markdown_section, SpawnedServer, Target,
+};
+
+const MARKDOWN_HEADING: &str = "## Search and rerank";
+const TABLE: &str = "movies";
+const RATE_LIMIT_ENV: [(&str, &str); 2] = [
+    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
+    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
+];
+const SETUP_BATCH: usize = 5_000;
+const P99_TARGET_MS: f64 = 5.0;
+const USER: &str = "bench-search-user";
+const SESSION: &str = "bench-search-session";
+const VARIANTS: [&str; 10] = [
+    "Redux",
+    "Director's Cut",
+    "Remastered",
+    "Extended Edition",
+    "Special Edition",
+    "Anniversary Edition",
+    "Final Cut",
+    "Collector's Edition",
+    "Restored",
+    "Ultimate Edition",
+];
+const ADJECTIVES: [&str; 12] = [
+    "gripping", "tender", "hilarious", "haunting", "sweeping", "quiet", "bold", "dark", "joyful", "tense",
+    "moving", "strange",
+];
+const SUBJECTS: [&str; 12] = [
+    "family", "friendship", "revenge", "love", "survival", "ambition", "loss", "adventure", "betrayal",
+    "childhood", "war", "music",
+];
+
+#[derive(Parser, Debug)]
+#[command(about = "Benchmark POST /v1/search and POST /v1/search/rerank on a MovieLens-based catalog")]
+struct Args {
+    /// Catalog items (MovieLens movies, replicated with variant suffixes).
+    #[arg(long, default_value_t = 100_000)]
+    items: usize,
+    /// MovieLens movies.csv.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/movielens_latest_small/movies.csv"))]
+    movies: PathBuf,
+    /// Measured requests per endpoint.
+    #[arg(long, default_value_t = 3_000)]
+    queries: usize,
+    /// Unmeasured requests per endpoint before the measured ones.
+    #[arg(long, default_value_t = 300)]
+    warmup: usize,
+    /// Keep-alive connections, one request in flight on each.
+    #[arg(long, default_value_t = 1)]
+    connections: usize,
+    /// Ids per rerank request.
+    #[arg(long, default_value_t = 100)]
+    rerank_ids: usize,
+    /// Clicks of the benchmark's user and session before the measurements.
+    #[arg(long, default_value_t = 20)]
+    session_events: usize,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// The rankstream binary to spawn [default: `rankstream` next to this executable].
+    #[arg(long)]
+    server_bin: Option<PathBuf>,
+    /// Write (or replace) the `## Search and rerank` section of this Markdown file.
+    #[arg(long)]
+    write_markdown: Option<PathBuf>,
+}
+
+struct Movie {
+    title: String,
+    genres: Vec<String>,
+}
+
+fn read_movies(path: &PathBuf) -> Result<Vec<Movie>> {
+    let mut reader = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut movies = Vec::new();
+    for record in reader.records() {
+        let record = record?;
+        movies.push(Movie {
+            title: record[1].to_string(),
+            genres: record[2]
+                .split('|')
+                .filter(|genre| *genre != "(no genres listed)")
+                .map(str::to_string)
+                .collect(),
+        });
+    }
+    ensure!(!movies.is_empty(), "no movies in {}", path.display());
+    Ok(movies)
+}
+
+/// Item `index`: a movie, its title with a variant suffix past the first copy.
+fn item(movies: &[Movie], index: usize, rng: &mut StdRng) -> Value {
+    let movie = &movies[index % movies.len()];
+    let copy = index / movies.len();
+    let name = match copy {
+        0 => movie.title.clone(),
+        copy if copy <= VARIANTS.len() => format!("{} {}", movie.title, VARIANTS[copy - 1]),
+        copy => format!("{} {} {}", movie.title, VARIANTS[copy % VARIANTS.len()], copy),
+    };
+    let genres = movie.genres.join(" and ").to_lowercase();
+    let description = format!(
+        "A {} {} film about {} and {}.",
+        ADJECTIVES[rng.random_range(0..ADJECTIVES.len())],
+        if genres.is_empty() { "genre-less".to_string() } else { genres },
+        SUBJECTS[rng.random_range(0..SUBJECTS.len())],
+        SUBJECTS[rng.random_range(0..SUBJECTS.len())],
+    );
+    let mut row = json!({
+        "id": format!("m-{index:06}"),
+        "_table": TABLE,
+        "name": name,
+        "description": description,
+        "price": (rng.random_range(199..2_999) as f64) / 100.0,
+    });
+    if !movie.genres.is_empty() {
+        row["groups"] = json!(movie.genres);
+    }
+    row
+}
+
+fn snippet(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).chars().take(300).collect()
+}
+
+async fn post(target: &Target, sender: &mut hyper::client::conn::http1::SendRequest<http_body_util::Full<Bytes>>, method: Method, path: &str, content_type: &str, body: Vec<u8>) -> Result<Value> {
+    let (status, response) = target.send(sender, method, path, Some(content_type), body.into()).await?;
+    ensure!(status.is_success(), "{path}: {status}: {}", snippet(&response));
+    Ok(serde_json::from_slice(&response)?)
+}
+
+/// Upserts the catalog and waits until it is searchable; returns the item names.
+async fn create_catalog(target: &Target, args: &Args, movies: &[Movie], rng: &mut StdRng) -> Result<Vec<String>> {
+    let mut sender = target.connect().await?;
+    let started = Instant::now();
+    let mut names = Vec::with_capacity(args.items);
+    for first in (0..args.items).step_by(SETUP_BATCH) {
+        let last = (first + SETUP_BATCH).min(args.items);
+        let mut body = String::new();
+        for index in first..last {
+            let row = item(movies, index, rng);
+            names.push(row["name"].as_str().unwrap_or_default().to_string());
+            body.push_str(&row.to_string());
+            body.push('\n');
+        }
+        let json = post(target, &mut sender, Method::PUT, "/v1/catalog/items", "application/x-ndjson", body.into_bytes()).await?;
+        ensure!(json["upserted"] == last - first, "catalog upsert {first}..{last}: {json}");
+    }
+    let stored = started.elapsed().as_secs_f64();
+    let samples: Vec<usize> = (0..8).map(|i| i * args.items / 8).chain([args.items - 1]).collect();
+    for index in samples {
+        let id = format!("m-{index:06}");
+        let body = serde_json::to_vec(&json!({"query": names[index], "limit": 50}))?;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let json = post(target, &mut sender, Method::POST, "/v1/search", "application/json", body.clone()).await?;
+            let found = json["items"].as_array().is_some_and(|items| items.iter().any(|item| item["id"] == id));
+            if found {
+                break;
+            }
+            ensure!(Instant::now() < deadline, "{id} ({:?}) not searchable after 300 s", names[index]);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    eprintln!(
+        "catalog: {} items stored in {stored:.2} s, searchable after {:.2} s",
+        thousands(args.items as f64),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(names)
+}
+
+/// Clicks of the benchmark's user and session on random items.
+async fn session_state(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
+    let now = chrono::Utc::now();
+    let events: Vec<Value> = (0..args.session_events)
+        .map(|seq| {
+            let at = now - chrono::Duration::seconds(((args.session_events - seq) * 10) as i64);
+            json!({
+                "type": "click", "click_type": "select", "uid": USER, "sid": SESSION,
+                "item_id": format!("m-{:06}", rng.random_range(0..args.items)),
+                "original_timestamp": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            })
+        })
+        .collect();
+    let mut sender = target.connect().await?;
+    let json = post(target, &mut sender, Method::POST, "/v1/events", "application/json", serde_json::to_vec(&json!({ "events": events }))?).await?;
+    ensure!(json["accepted"] == args.session_events, "session events: {json}");
+    Ok(())
+}
+
+/// Swaps two neighbouring letters of the longest word.
+fn misspell(title: &str, rng: &mut StdRng) -> String {
+    let mut words: Vec<String> = title.split(' ').map(str::to_string).collect();
+    let Some((index, _)) = words.iter().enumerate().max_by_key(|(_, w)| w.chars().count()) else {
+        return title.to_string();
+    };
+    let mut letters: Vec<char> = words[index].chars().collect();
+    if letters.len() >= 4 {
+        let at = rng.random_range(1..letters.len() - 1);
+        letters.swap(at, at + 1);
+        words[index] = letters.into_iter().collect();
+    }
+    words.join(" ")
+}
+
+/// Search bodies: 50% titles (whole or first two words), 20% genre words, 30% misspelt titles.
+fn search_bodies(movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec<Bytes>> {
+    let genres: Vec<&str> = {
+        let mut all: Vec<&str> = movies.iter().flat_map(|m| m.genres.iter().map(String::as_str)).collect();
+        all.sort();
+        all.dedup();
+        all
+    };
+    (0..count)
+        .map(|_| {
+            let movie = &movies[rng.random_range(0..movies.len())];
+            let title = movie.title.rsplit_once(" (").map_or(movie.title.as_str(), |(title, _)| title);
+            let query = match rng.random_range(0..10) {
+                0..=2 => title.to_string(),
+                3..=4 => title.split(' ').take(2).collect::<Vec<_>>().join(" "),
+                5..=6 => genres[rng.random_range(0..genres.len())].to_lowercase(),
+                _ => misspell(title, rng),
+            };
+            let body = json!({"query": query, "user_id": USER, "session_id": SESSION});
+            Ok(serde_json::to_vec(&body)?.into())
+        })
+        .collect()
+}
+
+fn rerank_bodies(args: &Args, movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec<Bytes>> {
+    (0..count)
+        .map(|_| {
+            let ids: Vec<String> = sample(rng, args.items, args.rerank_ids).iter().map(|i| format!("m-{i:06}")).collect();
+            let metadata: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({"item_id": id, "retrieval_score": rng.random_range(0.0..1.0)}))
+                .collect();
+            let title = &movies[rng.random_range(0..movies.len())].title;
+            let body = json!({"query": title, "item_ids": ids, "item_retrieval_metadata": metadata,
+                              "user_id": USER, "session_id": SESSION});
+            Ok(serde_json::to_vec(&body)?.into())
+        })
+        .collect()
+}
+
+struct Run {
+    latencies: Vec<f64>,
+    seconds: f64,
+    non_200: usize,
+    first_failure: Option<String>,
+    /// Items in the responses, summed.
+    items: usize,
+}
+
+/// Sends every body once over `connections` connections, one request in flight on each.
+async fn closed_loop(target: &Arc<Target>, path: &'static str, bodies: Arc<Vec<Bytes>>, connections: usize) -> Result<Run> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..connections {
+        let mut sender = target.connect().await?;
+        let (target, bodies, next) = (target.clone(), bodies.clone(), next.clone());
+        workers.spawn(async move {
+            let mut run = Run { latencies: Vec::new(), seconds: 0.0, non_200: 0, first_failure: None, items: 0 };
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(body) = bodies.get(index) else { break };
+                let sent = Instant::now();
+                let (status, response) = target.send(&mut sender, Method::POST, path, Some("application/json"), body.clone()).await?;
+                run.latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
+                if status == StatusCode::OK {
+                    let json: Value = serde_json::from_slice(&response)?;
+                    run.items += json["items"].as_array().map_or(0, Vec::len);
+                } else {
+                    run.non_200 += 1;
+                    run.first_failure.get_or_insert_with(|| format!("{status}: {}", snippet(&response)));
+                }
+            }
+            anyhow::Ok(run)
+        });
+    }
+    let mut total = Run { latencies: Vec::new(), seconds: 0.0, non_200: 0, first_failure: None, items: 0 };
+    while let Some(joined) = workers.join_next().await {
+        let run = joined??;
+        total.latencies.extend(run.latencies);
+        total.non_200 += run.non_200;
+        total.items += run.items;
+        if total.first_failure.is_none() {
+            total.first_failure = run.first_failure;
+        }
+    }
+    total.seconds = started.elapsed().as_secs_f64();
+    Ok(total)
+}
+
+fn ms(value: f64) -> String {
+    format!("{value:.2} ms")
+}
+
+fn summary(run: &Run) -> String {
+    let max = run.latencies.iter().copied().fold(f64::NAN, f64::max);
+    format!(
+        "p50 {}, p90 {}, p99 {}, max {}; {} req/s; {:.1} items per response",
+        ms(percentile(&run.latencies, 0.5)),
+        ms(percentile(&run.latencies, 0.9)),
+        ms(percentile(&run.latencies, 0.99)),
+        ms(max),
+        thousands(run.latencies.len() as f64 / run.seconds),
+        run.items as f64 / run.latencies.len().max(1) as f64
+    )
+}
+
+fn markdown_section(args: &Args, search: &Run, rerank: &Run, setup: &str) -> String {
+    let p99 = percentile(&search.latencies, 0.99);
+    let met = if p99 <= P99_TARGET_MS { "met" } else { "NOT met" };
+    let row = |name: &str, run: &Run| {
+        format!(
+            "| {name} | {} | {} | {} | {} | {} | {} |",
+            thousands(run.latencies.len() as f64),
+            ms(percentile(&run.latencies, 0.5)),
+            ms(percentile(&run.latencies, 0.9)),
+            ms(percentile(&run.latencies, 0.99)),
+            ms(run.latencies.iter().copied().fold(f64::NAN, f64::max)),
+            thousands(run.latencies.len() as f64 / run.seconds),
+        )
+    };
+    format!(
+        "{MARKDOWN_HEADING}\n\nMeasured {} with `tools/bench_search.rs`.\n\n\
+         - Machine: {}\n\
+         - Command: `{}`\n\
+         - Catalog: {} items built from the MovieLens latest-small movies (title → `name` with a variant \
+         suffix past the first copy, genres → `groups`, a generated description, a price); {setup}\n\
+         - Requests: closed loop, {} keep-alive connection(s), one request in flight each, {} unmeasured first; \
+         search bodies are titles, first words of titles, genre words and misspelt titles with a user and a session \
+         that have {} live clicks, default limit (50); rerank bodies are {} random catalog ids with a retrieval_score \
+         each and a title as the query, same user and session, default model\n\
+         - Target: search p99 <= {P99_TARGET_MS} ms: {met} (p99 {})\n\
+         - The machine is shared and noisy (2 cores, other builds may run): compare runs of the same day.\n\n\
+         | endpoint | requests | p50 | p90 | p99 | max | req/s |\n|---|---|---|---|---|---|---|\n{}\n{}\n",
+        utc_now(),
+        machine_description(),
+        command_line(),
+        thousands(args.items as f64),
+        args.connections,
+        args.warmup,
+        args.session_events,
+        args.rerank_ids,
+        ms(p99),
+        row("POST /v1/search", search),
+        row(&format!("POST /v1/search/rerank ({} ids)", args.rerank_ids), rerank),
+    )
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    ensure!(args.items > 0 && args.queries > 0 && args.connections > 0, "counts must be > 0");
+    ensure!(args.rerank_ids <= args.items, "--rerank-ids must be <= --items");
+    let movies = read_movies(&args.movies)?;
+    let binary = server_binary(args.server_bin.as_ref())?;
+    let key = generate_key();
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
+    eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
+    let outcome = async {
+        let target = Arc::new(Target::parse(&url, key.clone())?);
+        let started = Instant::now();
+        create_catalog(&target, &args, &movies, &mut rng).await?;
+        let setup = format!("stored and searchable {:.1} s after the first upsert", started.elapsed().as_secs_f64());
+        session_state(&target, &args, &mut rng).await?;
+        let searches = Arc::new(search_bodies(&movies, args.queries, &mut rng)?);
+        let warm_searches = Arc::new(search_bodies(&movies, args.warmup, &mut rng)?);
+        let reranks = Arc::new(rerank_bodies(&args, &movies, args.queries, &mut rng)?);
+        let warm_reranks = Arc::new(rerank_bodies(&args, &movies, args.warmup, &mut rng)?);
+        closed_loop(&target, "/v1/search", warm_searches, args.connections).await?;
+        let search = closed_loop(&target, "/v1/search", searches, args.connections).await?;
+        println!("search: {}", summary(&search));
+        closed_loop(&target, "/v1/search/rerank", warm_reranks, args.connections).await?;
+        let rerank = closed_loop(&target, "/v1/search/rerank", reranks, args.connections).await?;
+        println!("rerank ({} ids): {}", args.rerank_ids, summary(&rerank));
+        anyhow::Ok((search, rerank, setup))
+    }
+    .await;
+    server.stop().await?;
+    let (search, rerank, setup) = outcome?;
+    for (name, run) in [("search", &search), ("rerank", &rerank)] {
+        if run.non_200 > 0 {
+            bail!("{name}: {} responses were not 200, the first: {:?}; no Markdown written", run.non_200, run.first_failure);
+        }
+    }
+    let p99 = percentile(&search.latencies, 0.99);
+    println!(
+        "target search p99 <= {P99_TARGET_MS} ms: {} ({})",
+        if p99 <= P99_TARGET_MS { "met" } else { "NOT met" },
+        ms(p99)
+    );
+    if let Some(path) = &args.write_markdown {
+        write_markdown_section(path, MARKDOWN_HEADING, &markdown_section(&args, &search, &rerank, &setup))?;
+        println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
+    }
+    Ok(())
+}
