@@ -10,7 +10,7 @@
 
 mod llm;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -178,19 +178,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
     let plan = chat.conversations.take_turn(&conversation_id, extracted).await?;
     let constraints = plan.constraints;
 
-    let query = search_text(&constraints, &vocabulary);
-    let pool = if query.is_empty() {
-        Vec::new()
-    } else {
-        let search = SearchRequest {
-            query,
-            user_id: request.user_id.clone(),
-            session_id: request.session_id.clone(),
-            events: request.events.clone(),
-            limit: chat.config.retrieval_pool,
-        };
-        personalized_search(state, &search).await?
-    };
+    let pool = retrieve(state, &request, &constraints, &vocabulary).await?;
     let selection = select(&pool, &constraints, &vocabulary, request.limit);
     let (interests, personalized) = interests(state, &request, &selection.shown).await;
     let outcome = Outcome {
@@ -263,16 +251,50 @@ fn vocabulary(state: &AppState) -> Arc<Vocabulary> {
     vocabulary
 }
 
-/// The text searched for: the query terms, then the named groups and tags (and the
-/// catalog's children groups for kids), so that items matching several rank first.
-fn search_text(constraints: &Constraints, vocabulary: &Vocabulary) -> String {
-    let mut parts: Vec<String> = constraints.query.clone();
-    parts.extend(constraints.groups.iter().cloned());
+/// The named groups and tags (and the catalog's children groups for kids) as search text.
+fn label_text(constraints: &Constraints, vocabulary: &Vocabulary) -> String {
+    let mut parts: Vec<String> = constraints.groups.clone();
     parts.extend(constraints.tags.iter().cloned());
     if constraints.audience == Some(crate::chat::constraints::Audience::Kids) {
         parts.extend(vocabulary.children_groups().iter().cloned());
     }
     parts.join(" ")
+}
+
+/// The retrieval pool of a turn. The query terms are searched alone (labels in the
+/// text would let a title that merely names a genre outrank a real match); when that
+/// pool holds fewer than `limit` items meeting the constraints, the terms plus the
+/// labels are searched too and the new items appended. Without query terms, the
+/// labels are the search text; with neither, there is nothing to retrieve.
+async fn retrieve(
+    state: &AppState,
+    request: &ChatRequest,
+    constraints: &Constraints,
+    vocabulary: &Vocabulary,
+) -> Result<Vec<Found>, ApiError> {
+    let search = |query: String| SearchRequest {
+        query,
+        user_id: request.user_id.clone(),
+        session_id: request.session_id.clone(),
+        events: request.events.clone(),
+        limit: state.chat.config.retrieval_pool,
+    };
+    let terms = constraints.query.join(" ");
+    let labels = label_text(constraints, vocabulary);
+    if terms.is_empty() {
+        if labels.is_empty() {
+            return Ok(Vec::new());
+        }
+        return personalized_search(state, &search(labels)).await;
+    }
+    let mut pool = personalized_search(state, &search(terms.clone())).await?;
+    if labels.is_empty() || select(&pool, constraints, vocabulary, request.limit).matched >= request.limit {
+        return Ok(pool);
+    }
+    let wider = personalized_search(state, &search(format!("{terms} {labels}"))).await?;
+    let seen: HashSet<String> = pool.iter().map(|found| found.id.clone()).collect();
+    pool.extend(wider.into_iter().filter(|found| !seen.contains(&found.id)));
+    Ok(pool)
 }
 
 /// What a turn shows out of its retrieval pool.
