@@ -91,15 +91,11 @@ impl Catalog {
     /// Polls until a sample of titles spread over the catalog is found first.
     fn wait_until_indexed(&self) {
         let step = (self.movies.len() / 7).max(1);
-        let samples: Vec<&Movie> = self
-            .movies
-            .iter()
-            .step_by(step)
-            .chain(self.movies.last())
-            .collect();
+        let samples: Vec<&Movie> = self.movies.iter().step_by(step).chain(self.movies.last()).collect();
         for movie in samples {
             wait_for(Duration::from_secs(30), &format!("{:?} indexed", movie.title), || {
-                self.search_ids(json!({"query": movie.title, "limit": 50})).contains(&movie.id)
+                self.search_ids(json!({"query": movie.title, "limit": 50}))
+                    .contains(&movie.id)
             });
         }
     }
@@ -119,7 +115,9 @@ impl Catalog {
     }
 
     fn has_genre(&self, id: &str, genre: &str) -> bool {
-        self.genres.get(id).is_some_and(|genres| genres.iter().any(|g| g == genre))
+        self.genres
+            .get(id)
+            .is_some_and(|genres| genres.iter().any(|g| g == genre))
     }
 
     fn count_genre(&self, ids: &[String], genre: &str) -> usize {
@@ -153,7 +151,12 @@ fn ids(body: &Value) -> Vec<String> {
         .as_array()
         .unwrap_or_else(|| panic!("no items array in {body}"))
         .iter()
-        .map(|item| item["id"].as_str().unwrap_or_else(|| panic!("item without id: {item}")).to_string())
+        .map(|item| {
+            item["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("item without id: {item}"))
+                .to_string()
+        })
         .collect()
 }
 
@@ -188,7 +191,12 @@ fn a_title_finds_its_film_first_even_misspelt() {
     ] {
         let body = catalog.search(json!({ "query": query }));
         let found = ids(&body);
-        assert_eq!(found.first().map(String::as_str), Some(id), "{query:?} found {:?}", &found[..found.len().min(5)]);
+        assert_eq!(
+            found.first().map(String::as_str),
+            Some(id),
+            "{query:?} found {:?}",
+            &found[..found.len().min(5)]
+        );
         let first = &body["items"][0];
         assert_eq!(first["item_id"], first["id"], "both key names: {first}");
         assert!(first["score"].is_number(), "{first}");
@@ -199,7 +207,10 @@ fn a_title_finds_its_film_first_even_misspelt() {
     assert_eq!(found.len(), 50, "limit defaults to 50");
     assert_eq!(catalog.search_ids(json!({"query": "love", "limit": 7})).len(), 7);
     assert!(catalog.search_ids(json!({"query": "love", "limit": 0})).is_empty());
-    assert!(catalog.search_ids(json!({"query": "qxzvwk"})).is_empty(), "nothing is close");
+    assert!(
+        catalog.search_ids(json!({"query": "qxzvwk"})).is_empty(),
+        "nothing is close"
+    );
 }
 
 #[test]
@@ -207,11 +218,18 @@ fn a_session_of_clicks_lifts_its_genre_for_an_ambiguous_query() {
     let catalog = Catalog::load();
     let query = json!({"query": "night", "limit": 10});
     let fresh = catalog.search_ids(json!({"query": "night", "limit": 10, "session_id": "fresh"}));
-    assert_eq!(fresh, catalog.search_ids(query.clone()), "a session without state changes nothing");
+    assert_eq!(
+        fresh,
+        catalog.search_ids(query.clone()),
+        "a session without state changes nothing"
+    );
     let clicked = catalog.of_genre("Horror", "Comedy", "night", 6);
     catalog.click("horror-fan", &clicked);
     let personal = catalog.search_ids(json!({"query": "night", "limit": 10, "session_id": "horror-fan"}));
-    let (before, after) = (catalog.count_genre(&fresh, "Horror"), catalog.count_genre(&personal, "Horror"));
+    let (before, after) = (
+        catalog.count_genre(&fresh, "Horror"),
+        catalog.count_genre(&personal, "Horror"),
+    );
     assert!(
         after > before && after >= 5,
         "horror in the top 10 for \"night\": {before} without the session, {after} with it\n{fresh:?}\n{personal:?}"
@@ -222,7 +240,12 @@ fn a_session_of_clicks_lifts_its_genre_for_an_ambiguous_query() {
     // The user's state counts as well.
     let user_events: Vec<Value> = clicked
         .iter()
-        .map(|id| event("click", json!({"uid": "u-horror", "item_id": id, "click_type": "select"})))
+        .map(|id| {
+            event(
+                "click",
+                json!({"uid": "u-horror", "item_id": id, "click_type": "select"}),
+            )
+        })
         .collect();
     assert_ingested(
         &catalog.server.admin_post(EVENTS, json!({ "events": user_events })),
@@ -244,7 +267,8 @@ fn request_embedded_events_shape_that_request_only() {
         .iter()
         .map(|id| json!({"timestamp": now, "type": "click", "item_id": id, "description": "clicked"}))
         .collect();
-    let shaped = catalog.search_ids(json!({"query": "night", "limit": 10, "session_id": "s-embedded", "events": events}));
+    let shaped =
+        catalog.search_ids(json!({"query": "night", "limit": 10, "session_id": "s-embedded", "events": events}));
     assert!(
         catalog.count_genre(&shaped, "Horror") > catalog.count_genre(&baseline, "Horror"),
         "embedded horror clicks lift horror: {baseline:?} vs {shaped:?}"
@@ -252,7 +276,10 @@ fn request_embedded_events_shape_that_request_only() {
     let after = catalog.search_ids(json!({"query": "night", "limit": 10, "session_id": "s-embedded"}));
     assert_eq!(after, baseline, "the embedded events were not stored");
     let (status, session) = catalog.server.admin_get(&session_path("s-embedded"));
-    assert!(status == 404 || session["recent"].as_array().is_none_or(|r| r.is_empty()), "{session}");
+    assert!(
+        status == 404 || session["recent"].as_array().is_none_or(|r| r.is_empty()),
+        "{session}"
+    );
 }
 
 #[test]
@@ -261,20 +288,36 @@ fn writes_reach_search_within_a_second_and_deleted_items_never_return() {
     let server = &catalog.server;
     let find = |query: &str, id: &str| catalog.search_ids(json!({"query": query})).contains(&id.to_string());
 
-    let reply = server.admin_put(ITEM, json!({"id": "new-1", "_table": TABLE_NAME, "name": "Zanzibar Nocturne", "groups": ["Drama"]}));
+    let reply = server.admin_put(
+        ITEM,
+        json!({"id": "new-1", "_table": TABLE_NAME, "name": "Zanzibar Nocturne", "groups": ["Drama"]}),
+    );
     assert_status(&reply, 200, "upsert");
-    let took = wait_for(FRESHNESS, "an upsert is searchable", || find("zanzibar nocturne", "new-1"));
+    let took = wait_for(FRESHNESS, "an upsert is searchable", || {
+        find("zanzibar nocturne", "new-1")
+    });
     println!("upsert searchable after {took:?}");
 
-    let reply = server.admin_put(ITEM, json!({"id": "new-1", "_table": TABLE_NAME, "name": "Quokka Serenade"}));
+    let reply = server.admin_put(
+        ITEM,
+        json!({"id": "new-1", "_table": TABLE_NAME, "name": "Quokka Serenade"}),
+    );
     assert_status(&reply, 200, "rename");
-    wait_for(FRESHNESS, "a renamed item is found by its new name", || find("quokka", "new-1"));
-    assert!(!find("zanzibar", "new-1"), "the old name is gone with the commit that brought the new one");
+    wait_for(FRESHNESS, "a renamed item is found by its new name", || {
+        find("quokka", "new-1")
+    });
+    assert!(
+        !find("zanzibar", "new-1"),
+        "the old name is gone with the commit that brought the new one"
+    );
 
     // Soft delete: gone within a second, and never returned from the moment the delete answered.
     let reply = server.admin_delete(&item_path(TABLE_NAME, "new-1"));
     assert_status(&reply, 200, "soft delete");
-    assert!(!find("quokka serenade", "new-1"), "a soft-deleted item is never returned");
+    assert!(
+        !find("quokka serenade", "new-1"),
+        "a soft-deleted item is never returned"
+    );
     let took = wait_for(FRESHNESS, "a soft delete leaves the index", || {
         let body = catalog.search(json!({"query": "quokka serenade"}));
         ids(&body).is_empty()
@@ -287,13 +330,22 @@ fn writes_reach_search_within_a_second_and_deleted_items_never_return() {
     assert_status(&reply, 200, "purge");
     assert!(!find("Toy Story", "1"), "a purged item is never returned");
     wait_for(FRESHNESS, "a purge leaves the index", || {
-        catalog.search_ids(json!({"query": "toy story (1995)", "limit": 1000})).iter().all(|id| id != "1")
+        catalog
+            .search_ids(json!({"query": "toy story (1995)", "limit": 1000}))
+            .iter()
+            .all(|id| id != "1")
     });
 
     // Upserted already deleted: never indexed.
-    let reply = server.admin_put(ITEM, json!({"id": "new-2", "_table": TABLE_NAME, "name": "Wombat Requiem", "is_deleted": true}));
+    let reply = server.admin_put(
+        ITEM,
+        json!({"id": "new-2", "_table": TABLE_NAME, "name": "Wombat Requiem", "is_deleted": true}),
+    );
     assert_status(&reply, 200, "upsert deleted");
-    let reply = server.admin_put(ITEM, json!({"id": "new-3", "_table": TABLE_NAME, "name": "Wombat Rhapsody"}));
+    let reply = server.admin_put(
+        ITEM,
+        json!({"id": "new-3", "_table": TABLE_NAME, "name": "Wombat Rhapsody"}),
+    );
     assert_status(&reply, 200, "upsert after");
     wait_for(FRESHNESS, "the later upsert is searchable", || find("wombat", "new-3"));
     assert!(!find("wombat requiem", "new-2"));
@@ -317,12 +369,18 @@ fn the_index_is_rebuilt_after_a_restart_without_its_directory() {
     std::fs::remove_dir_all(&index_dir).unwrap();
     catalog.server.restart();
     wait_for(Duration::from_secs(30), "the rebuilt index finds a title", || {
-        catalog.search_ids(json!({"query": "Toy Story"})).first().map(String::as_str) == Some("1")
+        catalog
+            .search_ids(json!({"query": "Toy Story"}))
+            .first()
+            .map(String::as_str)
+            == Some("1")
     });
     catalog.wait_until_indexed();
     assert!(index_dir.is_dir(), "rebuilt in place");
     assert!(
-        !catalog.search_ids(json!({"query": "jumanji", "limit": 1000})).contains(&"2".to_string()),
+        !catalog
+            .search_ids(json!({"query": "jumanji", "limit": 1000}))
+            .contains(&"2".to_string()),
         "the soft-deleted item stays out"
     );
     // A clean restart keeps the index as it is.
@@ -333,7 +391,10 @@ fn the_index_is_rebuilt_after_a_restart_without_its_directory() {
 #[test]
 fn rerank_follows_retrieval_metadata_when_nothing_else_speaks() {
     let catalog = Catalog::load_first(300);
-    let given: Vec<String> = ["1", "2", "3", "unknown-a", "5", "6"].iter().map(|s| s.to_string()).collect();
+    let given: Vec<String> = ["1", "2", "3", "unknown-a", "5", "6"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let scores = [0.2, 0.9, 0.5, 0.7, 0.1, 0.3];
     let metadata: Vec<Value> = given
         .iter()
@@ -355,11 +416,20 @@ fn rerank_follows_retrieval_metadata_when_nothing_else_speaks() {
         .enumerate()
         .map(|(rank, id)| json!({"item_id": id, "rank": rank}))
         .collect();
-    let body = json!({"query": "qxzvwk", "item_ids": ["1", "3", "6", "unknown-b", "2"], "item_retrieval_metadata": ranked});
-    assert_eq!(catalog.rerank(body), ["6", "unknown-b", "1", "3", "2"], "by rank; none last");
-    let reply = catalog.server.post("/search/rerank", &catalog.key, json!({"query": "x", "item_ids": ["1"]}));
+    let body =
+        json!({"query": "qxzvwk", "item_ids": ["1", "3", "6", "unknown-b", "2"], "item_retrieval_metadata": ranked});
+    assert_eq!(
+        catalog.rerank(body),
+        ["6", "unknown-b", "1", "3", "2"],
+        "by rank; none last"
+    );
+    let reply = catalog
+        .server
+        .post("/search/rerank", &catalog.key, json!({"query": "x", "item_ids": ["1"]}));
     assert_status(&reply, 200, "the unversioned path");
-    let reply = catalog.server.post(RERANK, &catalog.key, json!({"query": "x", "item_ids": ["1", "2", "3"]}));
+    let reply = catalog
+        .server
+        .post(RERANK, &catalog.key, json!({"query": "x", "item_ids": ["1", "2", "3"]}));
     let body = assert_status(&reply, 200, "no metadata");
     assert_eq!(ids(body), ["1", "2", "3"], "nothing speaks: request order");
     for item in body["items"].as_array().unwrap() {
@@ -387,17 +457,26 @@ fn rerank_weighs_text_and_the_sessions_taste() {
         .take(10)
         .map(|m| m.id.clone())
         .collect();
-    let mixed: Vec<String> = comedy.iter().zip(&horror).flat_map(|(c, h)| [c.clone(), h.clone()]).collect();
+    let mixed: Vec<String> = comedy
+        .iter()
+        .zip(&horror)
+        .flat_map(|(c, h)| [c.clone(), h.clone()])
+        .collect();
     let fresh = catalog.rerank(json!({"query": "qxzvwk", "item_ids": mixed, "session_id": "nobody", "limit": 10}));
     assert_eq!(fresh, mixed[..10], "no signal: request order");
-    let personal = catalog.rerank(json!({"query": "qxzvwk", "item_ids": mixed, "session_id": "horror-rerank", "limit": 10}));
+    let personal =
+        catalog.rerank(json!({"query": "qxzvwk", "item_ids": mixed, "session_id": "horror-rerank", "limit": 10}));
     assert_eq!(catalog.count_genre(&personal, "Horror"), 10, "{personal:?}");
     let embedded: Vec<Value> = clicked
         .iter()
         .map(|id| json!({"timestamp": rfc3339_ms(now()), "type": "purchase", "item_id": id}))
         .collect();
     let shaped = catalog.rerank(json!({"query": "qxzvwk", "item_ids": mixed, "events": embedded, "limit": 10}));
-    assert_eq!(catalog.count_genre(&shaped, "Horror"), 10, "embedded events count too: {shaped:?}");
+    assert_eq!(
+        catalog.count_genre(&shaped, "Horror"),
+        10,
+        "embedded events count too: {shaped:?}"
+    );
 }
 
 #[test]
@@ -419,16 +498,39 @@ fn every_invalid_input_is_refused() {
         (json!({"query": "a", "session_id": ""}), "empty session_id"),
         (json!({"query": "a", "events": {}}), "events not an array"),
         (json!({"query": "a", "events": ["click"]}), "event not an object"),
-        (json!({"query": "a", "events": [{"type": "click"}]}), "event without timestamp"),
-        (json!({"query": "a", "events": [{"timestamp": "soon", "type": "click"}]}), "event with a bad timestamp"),
-        (json!({"query": "a", "events": [{"timestamp": at}]}), "event without type"),
-        (json!({"query": "a", "events": [{"timestamp": at, "type": 3}]}), "event with numeric type"),
-        (json!({"query": "a", "events": [{"timestamp": at, "type": "click", "item_id": 5}]}), "numeric event item_id"),
-        (json!({"query": "a", "events": [{"timestamp": at, "type": "click", "description": 5}]}), "numeric description"),
+        (
+            json!({"query": "a", "events": [{"type": "click"}]}),
+            "event without timestamp",
+        ),
+        (
+            json!({"query": "a", "events": [{"timestamp": "soon", "type": "click"}]}),
+            "event with a bad timestamp",
+        ),
+        (
+            json!({"query": "a", "events": [{"timestamp": at}]}),
+            "event without type",
+        ),
+        (
+            json!({"query": "a", "events": [{"timestamp": at, "type": 3}]}),
+            "event with numeric type",
+        ),
+        (
+            json!({"query": "a", "events": [{"timestamp": at, "type": "click", "item_id": 5}]}),
+            "numeric event item_id",
+        ),
+        (
+            json!({"query": "a", "events": [{"timestamp": at, "type": "click", "description": 5}]}),
+            "numeric description",
+        ),
         (json!(["query"]), "an array body"),
     ];
     for (body, what) in search_cases {
-        assert_error(&server.post(SEARCH, key, body), 422, "validation_error", &format!("search: {what}"));
+        assert_error(
+            &server.post(SEARCH, key, body),
+            422,
+            "validation_error",
+            &format!("search: {what}"),
+        );
     }
     let base = json!({"query": "toy", "item_ids": ["1", "2"]});
     let with = |field: &str, value: Value| {
@@ -453,18 +555,44 @@ fn every_invalid_input_is_refused() {
         (with("model_id", json!(5)), "numeric model_id"),
         (with("user_id", json!(false)), "boolean user_id"),
         (with("search_context", json!("mobile")), "search_context not an object"),
-        (with("item_retrieval_metadata", json!({"item_id": "1"})), "metadata not an array"),
-        (with("item_retrieval_metadata", json!([{"retrieval_score": 1.0}])), "metadata without item_id"),
-        (with("item_retrieval_metadata", json!([{"item_id": 1}])), "metadata with a numeric item_id"),
-        (with("item_retrieval_metadata", json!([{"item_id": "1", "retrieval_score": "high"}])), "string retrieval_score"),
-        (with("item_retrieval_metadata", json!([{"item_id": "1", "rank": -2}])), "negative rank"),
-        (with("item_retrieval_metadata", json!(["1"])), "metadata entry not an object"),
+        (
+            with("item_retrieval_metadata", json!({"item_id": "1"})),
+            "metadata not an array",
+        ),
+        (
+            with("item_retrieval_metadata", json!([{"retrieval_score": 1.0}])),
+            "metadata without item_id",
+        ),
+        (
+            with("item_retrieval_metadata", json!([{"item_id": 1}])),
+            "metadata with a numeric item_id",
+        ),
+        (
+            with(
+                "item_retrieval_metadata",
+                json!([{"item_id": "1", "retrieval_score": "high"}]),
+            ),
+            "string retrieval_score",
+        ),
+        (
+            with("item_retrieval_metadata", json!([{"item_id": "1", "rank": -2}])),
+            "negative rank",
+        ),
+        (
+            with("item_retrieval_metadata", json!(["1"])),
+            "metadata entry not an object",
+        ),
         (with("events", json!([{"type": "click"}])), "event without timestamp"),
         (with("limit", json!(-5)), "negative limit"),
         (with("limit", json!("many")), "string limit"),
     ];
     for (body, what) in rerank_cases {
-        assert_error(&server.post(RERANK, key, body), 422, "validation_error", &format!("rerank: {what}"));
+        assert_error(
+            &server.post(RERANK, key, body),
+            422,
+            "validation_error",
+            &format!("rerank: {what}"),
+        );
     }
     assert_error(
         &server.post(RERANK, key, with("model_id", json!("no_such_model"))),
@@ -475,10 +603,17 @@ fn every_invalid_input_is_refused() {
     for path in [SEARCH, RERANK, "/search/rerank"] {
         let reply = server.raw(Method::POST, path, key, b"{\"query\": ", "application/json");
         assert_error(&reply, 400, "malformed_json", &format!("{path}: not JSON"));
-        let reply = server.send(Method::POST, path, Auth::None, Payload::Json(base.clone()), &[]).pair();
+        let reply = server
+            .send(Method::POST, path, Auth::None, Payload::Json(base.clone()), &[])
+            .pair();
         assert_error(&reply, 401, "unauthorized", &format!("{path}: no key"));
         let other = server.create_key(&["recommend", "catalog:read"], json!({"name": "no-search"}));
-        assert_error(&server.post(path, &other, base.clone()), 403, "forbidden", &format!("{path}: no search scope"));
+        assert_error(
+            &server.post(path, &other, base.clone()),
+            403,
+            "forbidden",
+            &format!("{path}: no search scope"),
+        );
         let reply = server.send(Method::GET, path, Auth::Bearer(key), Payload::Empty, &[]);
         assert_eq!(reply.status.as_u16(), 405, "{path}: GET");
     }

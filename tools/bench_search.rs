@@ -68,12 +68,32 @@ const VARIANTS: [&str; 10] = [
     "Ultimate Edition",
 ];
 const ADJECTIVES: [&str; 12] = [
-    "gripping", "tender", "hilarious", "haunting", "sweeping", "quiet", "bold", "dark", "joyful", "tense",
-    "moving", "strange",
+    "gripping",
+    "tender",
+    "hilarious",
+    "haunting",
+    "sweeping",
+    "quiet",
+    "bold",
+    "dark",
+    "joyful",
+    "tense",
+    "moving",
+    "strange",
 ];
 const SUBJECTS: [&str; 12] = [
-    "family", "friendship", "revenge", "love", "survival", "ambition", "loss", "adventure", "betrayal",
-    "childhood", "war", "music",
+    "family",
+    "friendship",
+    "revenge",
+    "love",
+    "survival",
+    "ambition",
+    "loss",
+    "adventure",
+    "betrayal",
+    "childhood",
+    "war",
+    "music",
 ];
 
 #[derive(Parser, Debug)]
@@ -146,7 +166,11 @@ fn item(movies: &[Movie], index: usize, rng: &mut StdRng) -> Value {
     let description = format!(
         "A {} {} film about {} and {}.",
         ADJECTIVES[rng.random_range(0..ADJECTIVES.len())],
-        if genres.is_empty() { "genre-less".to_string() } else { genres },
+        if genres.is_empty() {
+            "genre-less".to_string()
+        } else {
+            genres
+        },
         SUBJECTS[rng.random_range(0..SUBJECTS.len())],
         SUBJECTS[rng.random_range(0..SUBJECTS.len())],
     );
@@ -167,8 +191,17 @@ fn snippet(body: &[u8]) -> String {
     String::from_utf8_lossy(body).chars().take(300).collect()
 }
 
-async fn post(target: &Target, sender: &mut hyper::client::conn::http1::SendRequest<http_body_util::Full<Bytes>>, method: Method, path: &str, content_type: &str, body: Vec<u8>) -> Result<Value> {
-    let (status, response) = target.send(sender, method, path, Some(content_type), body.into()).await?;
+async fn post(
+    target: &Target,
+    sender: &mut hyper::client::conn::http1::SendRequest<http_body_util::Full<Bytes>>,
+    method: Method,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> Result<Value> {
+    let (status, response) = target
+        .send(sender, method, path, Some(content_type), body.into())
+        .await?;
     ensure!(status.is_success(), "{path}: {status}: {}", snippet(&response));
     Ok(serde_json::from_slice(&response)?)
 }
@@ -187,8 +220,19 @@ async fn create_catalog(target: &Target, args: &Args, movies: &[Movie], rng: &mu
             body.push_str(&row.to_string());
             body.push('\n');
         }
-        let json = post(target, &mut sender, Method::PUT, "/v1/catalog/items", "application/x-ndjson", body.into_bytes()).await?;
-        ensure!(json["upserted"] == last - first, "catalog upsert {first}..{last}: {json}");
+        let json = post(
+            target,
+            &mut sender,
+            Method::PUT,
+            "/v1/catalog/items",
+            "application/x-ndjson",
+            body.into_bytes(),
+        )
+        .await?;
+        ensure!(
+            json["upserted"] == last - first,
+            "catalog upsert {first}..{last}: {json}"
+        );
     }
     let stored = started.elapsed().as_secs_f64();
     let samples: Vec<usize> = (0..8).map(|i| i * args.items / 8).chain([args.items - 1]).collect();
@@ -197,12 +241,26 @@ async fn create_catalog(target: &Target, args: &Args, movies: &[Movie], rng: &mu
         let body = serde_json::to_vec(&json!({"query": names[index], "limit": 50}))?;
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {
-            let json = post(target, &mut sender, Method::POST, "/v1/search", "application/json", body.clone()).await?;
-            let found = json["items"].as_array().is_some_and(|items| items.iter().any(|item| item["id"] == id));
+            let json = post(
+                target,
+                &mut sender,
+                Method::POST,
+                "/v1/search",
+                "application/json",
+                body.clone(),
+            )
+            .await?;
+            let found = json["items"]
+                .as_array()
+                .is_some_and(|items| items.iter().any(|item| item["id"] == id));
             if found {
                 break;
             }
-            ensure!(Instant::now() < deadline, "{id} ({:?}) not searchable after 300 s", names[index]);
+            ensure!(
+                Instant::now() < deadline,
+                "{id} ({:?}) not searchable after 300 s",
+                names[index]
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -228,7 +286,15 @@ async fn session_state(target: &Target, args: &Args, rng: &mut StdRng) -> Result
         })
         .collect();
     let mut sender = target.connect().await?;
-    let json = post(target, &mut sender, Method::POST, "/v1/events", "application/json", serde_json::to_vec(&json!({ "events": events }))?).await?;
+    let json = post(
+        target,
+        &mut sender,
+        Method::POST,
+        "/v1/events",
+        "application/json",
+        serde_json::to_vec(&json!({ "events": events }))?,
+    )
+    .await?;
     ensure!(json["accepted"] == args.session_events, "session events: {json}");
     Ok(())
 }
@@ -251,7 +317,10 @@ fn misspell(title: &str, rng: &mut StdRng) -> String {
 /// Search bodies: 50% titles (whole or first two words), 20% genre words, 30% misspelt titles.
 fn search_bodies(movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec<Bytes>> {
     let genres: Vec<&str> = {
-        let mut all: Vec<&str> = movies.iter().flat_map(|m| m.genres.iter().map(String::as_str)).collect();
+        let mut all: Vec<&str> = movies
+            .iter()
+            .flat_map(|m| m.genres.iter().map(String::as_str))
+            .collect();
         all.sort();
         all.dedup();
         all
@@ -259,7 +328,10 @@ fn search_bodies(movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec
     (0..count)
         .map(|_| {
             let movie = &movies[rng.random_range(0..movies.len())];
-            let title = movie.title.rsplit_once(" (").map_or(movie.title.as_str(), |(title, _)| title);
+            let title = movie
+                .title
+                .rsplit_once(" (")
+                .map_or(movie.title.as_str(), |(title, _)| title);
             let query = match rng.random_range(0..10) {
                 0..=2 => title.to_string(),
                 3..=4 => title.split(' ').take(2).collect::<Vec<_>>().join(" "),
@@ -275,7 +347,10 @@ fn search_bodies(movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec
 fn rerank_bodies(args: &Args, movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec<Bytes>> {
     (0..count)
         .map(|_| {
-            let ids: Vec<String> = sample(rng, args.items, args.rerank_ids).iter().map(|i| format!("m-{i:06}")).collect();
+            let ids: Vec<String> = sample(rng, args.items, args.rerank_ids)
+                .iter()
+                .map(|i| format!("m-{i:06}"))
+                .collect();
             let metadata: Vec<Value> = ids
                 .iter()
                 .map(|id| json!({"item_id": id, "retrieval_score": rng.random_range(0.0..1.0)}))
@@ -298,7 +373,12 @@ struct Run {
 }
 
 /// Sends every body once over `connections` connections, one request in flight on each.
-async fn closed_loop(target: &Arc<Target>, path: &'static str, bodies: Arc<Vec<Bytes>>, connections: usize) -> Result<Run> {
+async fn closed_loop(
+    target: &Arc<Target>,
+    path: &'static str,
+    bodies: Arc<Vec<Bytes>>,
+    connections: usize,
+) -> Result<Run> {
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
@@ -306,25 +386,40 @@ async fn closed_loop(target: &Arc<Target>, path: &'static str, bodies: Arc<Vec<B
         let mut sender = target.connect().await?;
         let (target, bodies, next) = (target.clone(), bodies.clone(), next.clone());
         workers.spawn(async move {
-            let mut run = Run { latencies: Vec::new(), seconds: 0.0, non_200: 0, first_failure: None, items: 0 };
+            let mut run = Run {
+                latencies: Vec::new(),
+                seconds: 0.0,
+                non_200: 0,
+                first_failure: None,
+                items: 0,
+            };
             loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 let Some(body) = bodies.get(index) else { break };
                 let sent = Instant::now();
-                let (status, response) = target.send(&mut sender, Method::POST, path, Some("application/json"), body.clone()).await?;
+                let (status, response) = target
+                    .send(&mut sender, Method::POST, path, Some("application/json"), body.clone())
+                    .await?;
                 run.latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
                 if status == StatusCode::OK {
                     let json: Value = serde_json::from_slice(&response)?;
                     run.items += json["items"].as_array().map_or(0, Vec::len);
                 } else {
                     run.non_200 += 1;
-                    run.first_failure.get_or_insert_with(|| format!("{status}: {}", snippet(&response)));
+                    run.first_failure
+                        .get_or_insert_with(|| format!("{status}: {}", snippet(&response)));
                 }
             }
             anyhow::Ok(run)
         });
     }
-    let mut total = Run { latencies: Vec::new(), seconds: 0.0, non_200: 0, first_failure: None, items: 0 };
+    let mut total = Run {
+        latencies: Vec::new(),
+        seconds: 0.0,
+        non_200: 0,
+        first_failure: None,
+        items: 0,
+    };
     while let Some(joined) = workers.join_next().await {
         let run = joined??;
         total.latencies.extend(run.latencies);
@@ -399,7 +494,10 @@ fn markdown_section(args: &Args, search: &Run, rerank: &Run, setup: &str) -> Str
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    ensure!(args.items > 0 && args.queries > 0 && args.connections > 0, "counts must be > 0");
+    ensure!(
+        args.items > 0 && args.queries > 0 && args.connections > 0,
+        "counts must be > 0"
+    );
     ensure!(args.rerank_ids <= args.items, "--rerank-ids must be <= --items");
     let movies = read_movies(&args.movies)?;
     let binary = server_binary(args.server_bin.as_ref())?;
@@ -411,7 +509,10 @@ async fn main() -> Result<()> {
         let target = Arc::new(Target::parse(&url, key.clone())?);
         let started = Instant::now();
         create_catalog(&target, &args, &movies, &mut rng).await?;
-        let setup = format!("stored and searchable {:.1} s after the first upsert", started.elapsed().as_secs_f64());
+        let setup = format!(
+            "stored and searchable {:.1} s after the first upsert",
+            started.elapsed().as_secs_f64()
+        );
         session_state(&target, &args, &mut rng).await?;
         let searches = Arc::new(search_bodies(&movies, args.queries, &mut rng)?);
         let warm_searches = Arc::new(search_bodies(&movies, args.warmup, &mut rng)?);
@@ -430,7 +531,11 @@ async fn main() -> Result<()> {
     let (search, rerank, setup) = outcome?;
     for (name, run) in [("search", &search), ("rerank", &rerank)] {
         if run.non_200 > 0 {
-            bail!("{name}: {} responses were not 200, the first: {:?}; no Markdown written", run.non_200, run.first_failure);
+            bail!(
+                "{name}: {} responses were not 200, the first: {:?}; no Markdown written",
+                run.non_200,
+                run.first_failure
+            );
         }
     }
     let p99 = percentile(&search.latencies, 0.99);
@@ -440,7 +545,11 @@ async fn main() -> Result<()> {
         ms(p99)
     );
     if let Some(path) = &args.write_markdown {
-        write_markdown_section(path, MARKDOWN_HEADING, &markdown_section(&args, &search, &rerank, &setup))?;
+        write_markdown_section(
+            path,
+            MARKDOWN_HEADING,
+            &markdown_section(&args, &search, &rerank, &setup),
+        )?;
         println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
     }
     Ok(())

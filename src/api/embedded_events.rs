@@ -100,7 +100,12 @@ fn embedded_event(index: usize, event: &Value) -> Result<EmbeddedEvent, ApiError
 /// become its most recent items (in time order) and their items' attributes add
 /// to its affinities, weighted by event type like live events and decayed from
 /// their timestamp to `context.now` with `half_life_ms`.
-pub(crate) fn apply_to_context(items: &ItemReader, context: &mut RankContext, events: &[EmbeddedEvent], half_life_ms: f64) {
+pub(crate) fn apply_to_context(
+    items: &ItemReader,
+    context: &mut RankContext,
+    events: &[EmbeddedEvent],
+    half_life_ms: f64,
+) {
     let mut ordered: Vec<&EmbeddedEvent> = events.iter().filter(|event| event.item_id.is_some()).collect();
     if ordered.is_empty() {
         return;

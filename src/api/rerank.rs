@@ -67,7 +67,11 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
     let model_scores = model.score(&context, &candidates).map_err(model_error)?;
     let known: Vec<bool> = candidates.iter().map(|c| c.features.is_some()).collect();
     let config = state.search.config();
-    let text_part = scaled_by_best(&ids.iter().map(|id| text.get(id).copied().unwrap_or(0.0)).collect::<Vec<_>>());
+    let text_part = scaled_by_best(
+        &ids.iter()
+            .map(|id| text.get(id).copied().unwrap_or(0.0))
+            .collect::<Vec<_>>(),
+    );
     let model_part = min_max(&model_scores, &known);
     let retrieval_part = retrieval_scores(&ids, &retrieval);
     let mut ranked: Vec<(usize, f32)> = (0..ids.len())
@@ -226,7 +230,13 @@ mod tests {
             {"item_id": "a", "retrieval_score": 9}
         ]})))
         .unwrap();
-        assert_eq!(parsed["a"], Retrieval { score: Some(0.5), rank: Some(2.0) });
+        assert_eq!(
+            parsed["a"],
+            Retrieval {
+                score: Some(0.5),
+                rank: Some(2.0)
+            }
+        );
         assert_eq!(parsed["b"], Retrieval::default());
         for bad in [
             json!({"item_retrieval_metadata": {}}),
@@ -244,15 +254,45 @@ mod tests {
     fn retrieval_scores_follow_score_and_rank() {
         let ids: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
         let metadata = HashMap::from([
-            ("a".to_owned(), Retrieval { score: Some(1.0), rank: None }),
-            ("b".to_owned(), Retrieval { score: Some(3.0), rank: None }),
-            ("c".to_owned(), Retrieval { score: None, rank: Some(0.0) }),
+            (
+                "a".to_owned(),
+                Retrieval {
+                    score: Some(1.0),
+                    rank: None,
+                },
+            ),
+            (
+                "b".to_owned(),
+                Retrieval {
+                    score: Some(3.0),
+                    rank: None,
+                },
+            ),
+            (
+                "c".to_owned(),
+                Retrieval {
+                    score: None,
+                    rank: Some(0.0),
+                },
+            ),
         ]);
         let scores = retrieval_scores(&ids, &metadata);
         assert_eq!(scores, [0.0, 1.0, 1.0, 0.0]);
         let ranks = HashMap::from([
-            ("a".to_owned(), Retrieval { score: None, rank: Some(3.0) }),
-            ("b".to_owned(), Retrieval { score: None, rank: Some(1.0) }),
+            (
+                "a".to_owned(),
+                Retrieval {
+                    score: None,
+                    rank: Some(3.0),
+                },
+            ),
+            (
+                "b".to_owned(),
+                Retrieval {
+                    score: None,
+                    rank: Some(1.0),
+                },
+            ),
         ]);
         let scores = retrieval_scores(&ids, &ranks);
         assert!(scores[1] > scores[0] && scores[0] > scores[2]);
@@ -260,8 +300,16 @@ mod tests {
 
     #[test]
     fn ids_are_required_non_empty_strings_counted_once() {
-        assert_eq!(item_ids(&body(json!({"item_ids": ["a", "b", "a"]}))).unwrap(), ["a", "b"]);
-        for bad in [json!({}), json!({"item_ids": "a"}), json!({"item_ids": ["a", ""]}), json!({"item_ids": [1]})] {
+        assert_eq!(
+            item_ids(&body(json!({"item_ids": ["a", "b", "a"]}))).unwrap(),
+            ["a", "b"]
+        );
+        for bad in [
+            json!({}),
+            json!({"item_ids": "a"}),
+            json!({"item_ids": ["a", ""]}),
+            json!({"item_ids": [1]}),
+        ] {
             assert!(item_ids(&body(bad.clone())).is_err(), "{bad}");
         }
     }

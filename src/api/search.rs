@@ -86,13 +86,7 @@ pub(crate) async fn personalized_search(state: &AppState, request: &SearchReques
     if hits.is_empty() {
         return Ok(Vec::new());
     }
-    let mut context = rank_context(
-        state,
-        request.user_id.clone(),
-        request.session_id.clone(),
-        Map::new(),
-    )
-    .await;
+    let mut context = rank_context(state, request.user_id.clone(), request.session_id.clone(), Map::new()).await;
     let half_life_ms = state.engine.decay(&StateKey::Session(String::new())).half_life_ms;
     apply_to_context(state.engine.items(), &mut context, &request.events, half_life_ms);
     let items = state.engine.items();
@@ -106,7 +100,13 @@ pub(crate) async fn personalized_search(state: &AppState, request: &SearchReques
         .collect();
     let vectors = {
         let trained = state.training.read();
-        feature_vectors(&trained, state.training.segment_field(), &context, &candidates, &[true; FEATURES])
+        feature_vectors(
+            &trained,
+            state.training.segment_field(),
+            &context,
+            &candidates,
+            &[true; FEATURES],
+        )
     };
     // The query's own vector, for hybrid search: wire the embedder here (the
     // request query embedded with the model that embedded the items).
@@ -164,7 +164,10 @@ pub(crate) fn blend(
         .map(|((hit, candidate), vector)| {
             let text = if best > 0.0 { hit.score / best } else { 0.0 };
             let feature = |feature: Feature| vector[feature as usize];
-            let cosine = match (query_vector, candidate.features.as_ref().and_then(|f| f.embedding.as_deref())) {
+            let cosine = match (
+                query_vector,
+                candidate.features.as_ref().and_then(|f| f.embedding.as_deref()),
+            ) {
                 (Some(query), Some(item)) => cosine(query, item).max(0.0),
                 _ => 0.0,
             };
@@ -258,8 +261,10 @@ mod tests {
 
     #[test]
     fn metadata_takes_the_first_present_name_of_each_key() {
-        let row = object(json!({"id": "1", "name": "Heat", "description": "LA crime", "price": 9.5,
-                                "image_url": "https://img/1.jpg", "image": "ignored"}));
+        let row = object(
+            json!({"id": "1", "name": "Heat", "description": "LA crime", "price": 9.5,
+                                "image_url": "https://img/1.jpg", "image": "ignored"}),
+        );
         assert_eq!(
             Value::Object(metadata(&row)),
             json!({"title": "Heat", "description": "LA crime", "price": 9.5, "imageUrl": "https://img/1.jpg"})
@@ -272,7 +277,12 @@ mod tests {
     #[test]
     fn query_and_limit_rules() {
         assert_eq!(required_query(&object(json!({"query": "heat"}))).unwrap(), "heat");
-        for bad in [json!({}), json!({"query": null}), json!({"query": " "}), json!({"query": 3})] {
+        for bad in [
+            json!({}),
+            json!({"query": null}),
+            json!({"query": " "}),
+            json!({"query": 3}),
+        ] {
             assert!(required_query(&object(bad)).is_err());
         }
         assert_eq!(limit(&object(json!({})), 50, 1000).unwrap(), 50);

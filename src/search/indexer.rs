@@ -163,7 +163,12 @@ impl Indexer {
         self.stats.documents_indexed.fetch_add(indexed, Ordering::Relaxed);
         self.commit(RUNNING);
         self.stats.loaded.store(true, Ordering::Release);
-        tracing::info!(rebuild, indexed, millis = started.elapsed().as_millis() as u64, "search index loaded");
+        tracing::info!(
+            rebuild,
+            indexed,
+            millis = started.elapsed().as_millis() as u64,
+            "search index loaded"
+        );
         Ok(())
     }
 
@@ -171,7 +176,8 @@ impl Indexer {
     /// changed item as storage has it now.
     fn apply_pending(&mut self) {
         for table in std::mem::take(&mut self.dropped) {
-            self.writer.delete_term(Term::from_field_text(self.fields.table, &table));
+            self.writer
+                .delete_term(Term::from_field_text(self.fields.table, &table));
             self.labels.remove_prefix(&format!("{table}{KEY_SEPARATOR}"));
         }
         for (table, id) in std::mem::take(&mut self.pending) {
@@ -195,9 +201,13 @@ impl Indexer {
         }
     }
 
-    /// Commits with `payload`, makes the commit visible to searches and publishes
-    /// the vocabulary when it changed.
+    /// Publishes the vocabulary when it changed, commits with `payload` and makes
+    /// the commit visible to searches.
     fn commit(&mut self, payload: &str) {
+        // The vocabulary first: once a search sees an item, its labels are known.
+        if let Some(vocabulary) = self.labels.snapshot_if_changed() {
+            *self.vocabulary.write() = Arc::new(vocabulary);
+        }
         let committed = self.writer.prepare_commit().and_then(|mut prepared| {
             prepared.set_payload(payload);
             prepared.commit()
@@ -208,9 +218,6 @@ impl Indexer {
             return;
         }
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
-        if let Some(vocabulary) = self.labels.snapshot_if_changed() {
-            *self.vocabulary.write() = Arc::new(vocabulary);
-        }
     }
 }
 

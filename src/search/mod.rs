@@ -187,7 +187,10 @@ impl SearchIndex {
         ];
         // An id may be in several tables: room for a few of those.
         let limit = ids.len() + ids.len() / 4 + 8;
-        let top = searcher.search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit).order_by_score())?;
+        let top = searcher.search(
+            &BooleanQuery::new(clauses),
+            &TopDocs::with_limit(limit).order_by_score(),
+        )?;
         for hit in self.hits(&searcher, top)? {
             let best = scores.entry(hit.id).or_insert(hit.score);
             *best = best.max(hit.score);
@@ -286,7 +289,9 @@ fn open_or_create(directory: &Path) -> Result<(Index, bool), SearchError> {
                 return Ok((index, !clean));
             }
             Ok(_) => tracing::warn!(directory = %directory.display(), "search index has another schema; rebuilding it"),
-            Err(error) => tracing::warn!(directory = %directory.display(), %error, "search index unreadable; rebuilding it"),
+            Err(error) => {
+                tracing::warn!(directory = %directory.display(), %error, "search index unreadable; rebuilding it")
+            }
         }
         std::fs::remove_dir_all(directory).map_err(io_error)?;
     } else {

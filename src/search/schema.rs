@@ -134,7 +134,9 @@ pub fn item_text(row: &Map<String, Value>) -> ItemText {
         if NOT_TEXT.contains(&name) {
             continue;
         }
-        let values = strings(value).into_iter().filter(|t| !t.trim().is_empty() && !is_link(t));
+        let values = strings(value)
+            .into_iter()
+            .filter(|t| !t.trim().is_empty() && !is_link(t));
         let target = if TITLE_FIELDS.contains(&name) {
             &mut text.title
         } else if GROUP_FIELDS.contains(&name) || TAG_FIELDS.contains(&name) {
@@ -154,7 +156,11 @@ pub fn document(fields: &Fields, table: &str, id: &str, row: &Map<String, Value>
     document.add_text(fields.table, table);
     document.add_text(fields.id, id);
     let text = item_text(row);
-    for (field, values) in [(fields.title, text.title), (fields.labels, text.labels), (fields.body, text.body)] {
+    for (field, values) in [
+        (fields.title, text.title),
+        (fields.labels, text.labels),
+        (fields.body, text.body),
+    ] {
         for value in values {
             document.add_text(field, value);
         }

@@ -56,7 +56,11 @@ fn movies() -> Arc<Memory> {
     ] {
         memory.put("movies", id, json!({"name": name, "groups": genres}));
     }
-    memory.put("movies", "7", json!({"name": "Gone", "groups": ["Drama"], "is_deleted": true}));
+    memory.put(
+        "movies",
+        "7",
+        json!({"name": "Gone", "groups": ["Drama"], "is_deleted": true}),
+    );
     memory
 }
 
@@ -108,18 +112,37 @@ fn changes_are_followed_and_a_clean_stop_is_trusted() {
     let memory = movies();
     let (index, changes) = open(&path, memory.clone());
     memory.put("movies", "8", json!({"name": "Paddington", "tags": ["bear"]}));
-    changes.send(IndexChange::Item { table: "movies".into(), id: "8".into() }).unwrap();
+    changes
+        .send(IndexChange::Item {
+            table: "movies".into(),
+            id: "8".into(),
+        })
+        .unwrap();
     wait_until("the upsert is searchable", || {
         ids(&index.text_search("paddington", 5).unwrap()) == ["8"]
     });
     assert!(index.vocabulary().tags.contains_key("bear"));
     memory.put("movies", "8", json!({"name": "Paddington", "is_deleted": true}));
-    changes.send(IndexChange::Item { table: "movies".into(), id: "8".into() }).unwrap();
-    wait_until("the soft delete is gone", || index.text_search("paddington", 5).unwrap().is_empty());
+    changes
+        .send(IndexChange::Item {
+            table: "movies".into(),
+            id: "8".into(),
+        })
+        .unwrap();
+    wait_until("the soft delete is gone", || {
+        index.text_search("paddington", 5).unwrap().is_empty()
+    });
     assert!(!index.vocabulary().tags.contains_key("bear"));
     memory.rows.lock().remove(&("movies".to_owned(), "2".to_owned()));
-    changes.send(IndexChange::Item { table: "movies".into(), id: "2".into() }).unwrap();
-    wait_until("the purge is gone", || index.text_search("jumanji", 5).unwrap().is_empty());
+    changes
+        .send(IndexChange::Item {
+            table: "movies".into(),
+            id: "2".into(),
+        })
+        .unwrap();
+    wait_until("the purge is gone", || {
+        index.text_search("jumanji", 5).unwrap().is_empty()
+    });
     index.stop();
     drop(index);
 

@@ -96,7 +96,12 @@ impl LabelCounts {
 
     /// Forgets every item whose key starts with `prefix` (a dropped table).
     pub fn remove_prefix(&mut self, prefix: &str) {
-        let keys: Vec<String> = self.items.keys().filter(|key| key.starts_with(prefix)).cloned().collect();
+        let keys: Vec<String> = self
+            .items
+            .keys()
+            .filter(|key| key.starts_with(prefix))
+            .cloned()
+            .collect();
         for key in keys {
             self.remove(&key);
         }
@@ -130,7 +135,9 @@ mod tests {
 
     #[test]
     fn labels_come_from_groups_genres_and_tags() {
-        let labels = labels(&row(json!({"groups": ["Comedy", " "], "genres": "Drama", "tags": ["Pixar"]})));
+        let labels = labels(&row(
+            json!({"groups": ["Comedy", " "], "genres": "Drama", "tags": ["Pixar"]}),
+        ));
         assert_eq!(
             labels,
             [

@@ -125,7 +125,9 @@ impl ItemReader {
             let (key, value) = entry?;
             match serde_json::from_slice(&value) {
                 Ok(row) => visit(row),
-                Err(error) => tracing::warn!(key = %String::from_utf8_lossy(&key), %error, "skipping an unreadable stored item"),
+                Err(error) => {
+                    tracing::warn!(key = %String::from_utf8_lossy(&key), %error, "skipping an unreadable stored item")
+                }
             }
         }
         Ok(())
