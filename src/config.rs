@@ -27,6 +27,8 @@ pub struct Config {
     pub kafka: KafkaConfig,
     /// Learners fed by the event stream, and the models file.
     pub training: TrainingConfig,
+    /// `POST /chat`: conversations and the optional LLM that writes replies.
+    pub chat: ChatConfig,
     /// The full-text index and how search and rerank blend text with personalization.
     pub search: SearchConfig,
     /// Embedding model, `/embed` limits and ingest-time item embeddings.
@@ -145,6 +147,32 @@ pub struct TrainingConfig {
     /// Popularity is also counted per value of this event property and request
     /// `context` field (a segment such as region or device); empty: overall only.
     pub segment_field: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatConfig {
+    /// Base URL of an OpenAI-compatible API (`http://host:port/v1`) whose
+    /// `/chat/completions` writes the reply from the retrieved items; empty: replies are
+    /// composed without an LLM. Plain http only.
+    pub llm_url: String,
+    /// `model` sent to the LLM.
+    pub llm_model: String,
+    /// Name of the environment variable holding the LLM's API key (sent as a Bearer
+    /// token); empty: no key is sent.
+    pub llm_api_key_env: String,
+    /// How long a reply waits for the LLM before the composed reply is used, in ms.
+    pub llm_timeout_ms: u64,
+    /// Longest accepted `message`, in bytes (422 above it).
+    pub max_message_bytes: usize,
+    /// Items retrieved by search before the conversation's constraints filter them.
+    pub retrieval_pool: usize,
+    /// Turns kept per conversation.
+    pub max_turns: usize,
+    /// A conversation actor idle this long stops (its state is stored; the next message restores it), in ms.
+    pub idle_ttl_ms: u64,
+    /// Mailbox capacity of each conversation actor.
+    pub mailbox: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -282,10 +310,22 @@ impl Config {
                 "training.popularity_half_life_ms",
                 self.training.popularity_half_life_ms,
             ),
+            ("chat.llm_timeout_ms", self.chat.llm_timeout_ms),
+            ("chat.max_message_bytes", self.chat.max_message_bytes as u64),
+            ("chat.retrieval_pool", self.chat.retrieval_pool as u64),
+            ("chat.max_turns", self.chat.max_turns as u64),
+            ("chat.idle_ttl_ms", self.chat.idle_ttl_ms),
+            ("chat.mailbox", self.chat.mailbox as u64),
         ] {
             if value == 0 {
                 problems.push(format!("{name} must be > 0"));
             }
+        }
+        if !self.chat.llm_url.is_empty() && !self.chat.llm_url.starts_with("http://") {
+            problems.push(format!(
+                "chat.llm_url {:?} must be an http:// URL (https is not supported)",
+                self.chat.llm_url
+            ));
         }
         problems.extend(self.search.problems());
         let embed = &self.embed;

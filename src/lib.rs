@@ -16,6 +16,9 @@
 //! - [`ranking`]: the model trait, the registry of models by id, and ranking of
 //!   candidates (order, limit, duplicate-id echo) and of modules (placement of
 //!   pinned modules and items); pure, no HTTP.
+//! - [`chat`]: what a chat message asks for (constraints, merged across turns), which
+//!   rows satisfy it, and the reply text; pure. Conversations live in
+//!   `engine::conversation` (one `ConversationActor` each), the endpoint in `api::chat`.
 //! - [`search`]: the catalog's full-text index (tantivy), fed from catalog writes
 //!   by its indexer thread; BM25 with typo tolerance; pure, no HTTP.
 //! - [`keys`]: API keys, stored hashed, shared by the HTTP admin API and the CLI.
@@ -50,6 +53,7 @@
 //! crash each shard replays its log past its checkpoint.
 
 pub mod api;
+pub mod chat;
 pub mod clock;
 pub mod config;
 pub mod embed;

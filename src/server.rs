@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
-use crate::api::{self, AppState, RankingStats, RateLimits};
+use crate::api::{self, AppState, ChatState, RankingStats, RateLimits};
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::engine::Engine;
@@ -40,6 +40,8 @@ pub async fn run(
     let training = Training::start(storage.clone(), topology.shards, config.training.clone())?;
     let models = load_models(&config, &training)?;
     let embedder = load_embedder(&config).await?;
+    let shards = topology.shards;
+    let chat = Arc::new(ChatState::start(&config.chat, storage.clone(), shards, clock.clone())?);
     let engine = Arc::new(Engine::start(
         storage.clone(),
         topology,
@@ -95,6 +97,7 @@ pub async fn run(
         },
         embedder,
         embed_config: config.embed.clone(),
+        chat: chat.clone(),
     });
     api::serve(listener, state, shutdown).await;
 
@@ -107,6 +110,7 @@ pub async fn run(
     }
     tracing::info!("stopping shard actors and flushing storage");
     tokio::task::spawn_blocking(move || {
+        chat.stop();
         engine.stop();
         search.stop();
         training.stop();

@@ -69,7 +69,8 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                 "state_read_timeouts": state.ranking.state_timeouts.load(Ordering::Relaxed),
                 "state_read_errors": state.ranking.state_errors.load(Ordering::Relaxed),
             });
-            ok(&json!({ "kafka": stream, "models": models, "ranking": ranking }))
+            let chat = state.chat.stats_json();
+            ok(&json!({ "kafka": stream, "models": models, "ranking": ranking, "chat": chat }))
         }
         (Endpoint::AdminRetrain, _) => {
             let report = state.training.retrain().await.map_err(ApiError::Unavailable)?;

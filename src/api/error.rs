@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::{json_response, HttpResponse};
 use crate::embed::EmbedError;
 use crate::engine::catalog::CatalogError;
+use crate::engine::conversation::ConversationError;
 use crate::keys::KeyError;
 
 /// Every way a request can fail.
@@ -148,6 +149,15 @@ impl From<KeyError> for ApiError {
         match error {
             KeyError::Invalid(message) => ApiError::validation(message),
             KeyError::Storage(error) => ApiError::Internal(error.to_string()),
+        }
+    }
+}
+
+impl From<ConversationError> for ApiError {
+    fn from(error: ConversationError) -> ApiError {
+        match error {
+            ConversationError::Storage(error) => ApiError::Internal(error.to_string()),
+            ConversationError::Unavailable(message) => ApiError::Unavailable(message),
         }
     }
 }

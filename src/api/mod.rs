@@ -7,6 +7,7 @@
 mod admin;
 mod auth;
 mod catalog;
+mod chat;
 mod embedded_events;
 mod embed;
 mod error;
@@ -43,6 +44,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 pub use auth::RateLimits;
+pub use chat::ChatState;
 pub use error::ApiError;
 use routes::Endpoint;
 
@@ -77,6 +79,8 @@ pub struct AppState {
     pub embedder: Arc<dyn crate::embed::Embedder>,
     /// `/embed` limits, `image_url` policy and ingest-time embedding settings.
     pub embed_config: crate::config::EmbedConfig,
+    /// `POST /chat`: the conversation actors, the optional LLM, counters.
+    pub chat: Arc<ChatState>,
 }
 
 /// How the ranking path fares reading live state.
@@ -244,6 +248,7 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
         Endpoint::Users | Endpoint::User => users::handle(state, endpoint, request).await,
         Endpoint::Recommend => recommend::handle(state, request).await,
         Endpoint::RecommendModule => recommend_module::handle(state, request).await,
+        Endpoint::Chat => chat::handle(state, request).await,
         Endpoint::Search => search::handle(state, request).await,
         Endpoint::SearchRerank => rerank::handle(state, request).await,
         Endpoint::Embed => embed::handle(state, request).await,

@@ -46,6 +46,8 @@ pub enum Endpoint {
     RecommendModule,
     /// `/v1/admin/models/retrain`
     AdminRetrain,
+    /// `/chat` (also `/v1/chat`)
+    Chat,
     /// `/v1/search`
     Search,
     /// `/v1/search/rerank`, also served at `/search/rerank`
@@ -87,6 +89,7 @@ impl Endpoint {
             ["catalog" | "cds", "engagement"] => Endpoint::Engagement,
             ["v1", "recommend"] => Endpoint::Recommend,
             ["v1", "recommend", "module"] => Endpoint::RecommendModule,
+            ["chat"] | ["v1", "chat"] => Endpoint::Chat,
             ["v1", "search"] => Endpoint::Search,
             ["v1", "search", "rerank"] | ["search", "rerank"] => Endpoint::SearchRerank,
             ["embed"] => Endpoint::Embed,
@@ -134,7 +137,8 @@ impl Endpoint {
             | Endpoint::Search
             | Endpoint::SearchRerank
             | Endpoint::AdminRetrain
-            | Endpoint::Embed => POST,
+            | Endpoint::Embed
+            | Endpoint::Chat => POST,
             Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
         }
     }
@@ -153,6 +157,7 @@ impl Endpoint {
             Endpoint::User | Endpoint::Users => "users:write",
             Endpoint::Events | Endpoint::Engagement => "events:write",
             Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
+            Endpoint::Chat => "chat",
             Endpoint::Search | Endpoint::SearchRerank => "search",
             Endpoint::Embed => "embed",
             // Live state and the raw log expose every user's behaviour: operators only.

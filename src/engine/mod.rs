@@ -6,6 +6,7 @@
 
 pub mod catalog;
 mod catalog_shard;
+pub mod conversation;
 pub mod event;
 mod live_actor;
 pub mod live_state;

@@ -108,6 +108,11 @@ pub fn user_state(shard: ShardId, uid: &str) -> Vec<u8> {
     tagged(shard, b'u', uid)
 }
 
+/// `state`: a chat conversation (turns and constraints), `[shard]v[conversation id]`.
+pub fn conversation(shard: ShardId, id: &str) -> Vec<u8> {
+    tagged(shard, b'v', id)
+}
+
 /// `state`: the shard's checkpoint, the highest log sequence whose effects are all in snapshots.
 pub fn checkpoint(shard: ShardId) -> Vec<u8> {
     tagged(shard, b'c', "")
