@@ -16,6 +16,9 @@
 //! - [`ranking`]: the model trait, the registry of models by id, and ranking of
 //!   candidates (order, limit, duplicate-id echo) and of modules (placement of
 //!   pinned modules and items); pure, no HTTP.
+//! - [`training`]: the learner thread fed by durable events (popularity,
+//!   co-visitation, the learned ranker from `rec_id` outcomes), its artifacts in the
+//!   `models` column family, rebuilt from the log without deleted users.
 //! - [`chat`]: what a chat message asks for (constraints, merged across turns), which
 //!   rows satisfy it, and the reply text; pure. Conversations live in
 //!   `engine::conversation` (one `ConversationActor` each), the endpoint in `api::chat`.

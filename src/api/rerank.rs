@@ -10,11 +10,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::embedded_events::{apply_to_context, embedded_events};
 use super::recommend::{item_id, model_error, optional_string, rank_context, MAX_CANDIDATES};
-use super::search::{limit, required_query, DEFAULT_LIMIT};
+use super::search::{limit, required_query, FoundItem, FoundItems, DEFAULT_LIMIT};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::engine::StateKey;
 use crate::ranking::Candidate;
@@ -86,11 +86,16 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     ranked.truncate(limit);
-    let items: Vec<Value> = ranked
+    let items = ranked
         .into_iter()
-        .map(|(index, score)| json!({ "id": ids[index], "item_id": ids[index], "score": score }))
+        .map(|(index, score)| FoundItem {
+            id: &ids[index],
+            item_id: &ids[index],
+            score,
+            metadata: None,
+        })
         .collect();
-    ok(&json!({ "items": items }))
+    ok(&FoundItems { items })
 }
 
 /// The required `item_ids`: non-empty strings, at most [`MAX_CANDIDATES`];
@@ -217,6 +222,7 @@ async fn text_scores(state: &AppState, query: &str, ids: &[String]) -> Result<Ha
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn body(value: Value) -> Map<String, Value> {
         value.as_object().unwrap().clone()

@@ -11,7 +11,8 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use super::embedded_events::{apply_to_context, embedded_events, EmbeddedEvent};
 use super::recommend::{optional_string, rank_context};
@@ -60,18 +61,34 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         limit: limit(&body, DEFAULT_LIMIT, MAX_LIMIT)?,
     };
     let found = personalized_search(state, &search).await?;
-    let items: Vec<Value> = found
-        .into_iter()
-        .map(|found| {
-            json!({
-                "id": found.id,
-                "item_id": found.id,
-                "score": found.score,
-                "metadata": metadata(&found.row),
-            })
+    let items: Vec<FoundItem> = found
+        .iter()
+        .map(|found| FoundItem {
+            id: &found.id,
+            item_id: &found.id,
+            score: found.score,
+            metadata: Some(metadata(&found.row)),
         })
         .collect();
-    ok(&json!({ "items": items }))
+    ok(&FoundItems { items })
+}
+
+/// A search or rerank response: typed, so that scores serialize as the shortest
+/// decimal of their `f32` (a detour through a JSON `Value` widens them to f64 digits).
+#[derive(Serialize)]
+pub(crate) struct FoundItems<'a> {
+    pub items: Vec<FoundItem<'a>>,
+}
+
+/// One item of a search or rerank response; both key names carry the id (DESIGN §7).
+#[derive(Serialize)]
+pub(crate) struct FoundItem<'a> {
+    pub id: &'a str,
+    pub item_id: &'a str,
+    pub score: f32,
+    /// Search only: title, description, price, imageUrl as the catalog has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
 }
 
 /// The search pipeline (see the module documentation), best first, at most
@@ -282,6 +299,7 @@ pub(crate) fn limit(body: &Map<String, Value>, default: usize, max: usize) -> Re
 mod tests {
     use super::*;
     use crate::config::Config;
+    use serde_json::json;
     use crate::ranking::ItemFeatures;
 
     fn object(value: Value) -> Map<String, Value> {
