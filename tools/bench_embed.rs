@@ -263,8 +263,8 @@ async fn http_latency(args: &Args, env: &[(&str, &str)], sentences: &[String], n
 fn markdown_section(args: &Args, reports: &[Report]) -> String {
     let mut out = format!(
         "{MARKDOWN_HEADING}\n\n\
-         Measured {} on {}, release build, CPU only. The machine is shared and noisy (2 cores,\n\
-         other builds running), so treat single figures as indicative; p99s especially.\n\n\
+         Measured {} on {}, release build, CPU only. Machines here are shared (2 cores):\n\
+         run it with nothing else running, and treat p99s as indicative.\n\n\
          Command: `{}`\n\n\
          In process: `--single {}` calls of one short sentence (6-9 words), `--batches {}` calls of\n\
          32 sentences (cost per sentence = batch time / 32). HTTP: `--requests {}` sequential\n\
