@@ -299,8 +299,8 @@ pub(crate) fn limit(body: &Map<String, Value>, default: usize, max: usize) -> Re
 mod tests {
     use super::*;
     use crate::config::Config;
-    use serde_json::json;
     use crate::ranking::ItemFeatures;
+    use serde_json::json;
 
     fn object(value: Value) -> Map<String, Value> {
         value.as_object().unwrap().clone()
