@@ -863,3 +863,21 @@ fn terms(reader: &Reader) -> Vec<String> {
 #[cfg(test)]
 #[path = "constraints_tests.rs"]
 mod tests;
+
+/// Constraints shared by the tests of the modules that read them.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+
+    /// "comedies under 10": a price ceiling (exclusive) and one group.
+    pub(crate) fn comedies_under_10() -> Constraints {
+        Constraints {
+            max_price: Some(PriceLimit {
+                amount: 10.0,
+                inclusive: false,
+            }),
+            groups: vec!["Comedy".into()],
+            ..Constraints::default()
+        }
+    }
+}

@@ -218,7 +218,8 @@ fn suits(row: &Map<String, Value>, audience: Audience, children_groups: &[String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::constraints::{Language, PriceLimit};
+    use crate::chat::constraints::fixtures::comedies_under_10;
+    use crate::chat::constraints::Language;
     use serde_json::json;
 
     fn row(value: Value) -> Map<String, Value> {
@@ -233,17 +234,6 @@ mod tests {
         language: true,
         audience: true,
     };
-
-    fn comedies_under_10() -> Constraints {
-        Constraints {
-            max_price: Some(PriceLimit {
-                amount: 10.0,
-                inclusive: false,
-            }),
-            groups: vec!["Comedy".into()],
-            ..Constraints::default()
-        }
-    }
 
     #[test]
     fn price_and_groups() {

@@ -271,18 +271,8 @@ pub fn compose(outcome: &Outcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chat::constraints::fixtures::comedies_under_10;
     use crate::chat::constraints::Language;
-
-    fn comedies_under_10() -> Constraints {
-        Constraints {
-            max_price: Some(PriceLimit {
-                amount: 10.0,
-                inclusive: false,
-            }),
-            groups: vec!["Comedy".into()],
-            ..Constraints::default()
-        }
-    }
 
     #[test]
     fn group_phrases() {
