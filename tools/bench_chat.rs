@@ -33,7 +33,7 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use bench_common::{
-    command_line, generate_key, machine_description, percentile, server_binary, thousands, utc_now,
+    add_to_index, command_line, generate_key, machine_description, percentile, server_binary, thousands, utc_now,
     write_markdown_section, SpawnedServer, Target,
 };
 
@@ -246,45 +246,6 @@ fn row(name: &str, values: &[f64]) -> String {
     )
 }
 
-fn add_to_index(path: &std::path::Path) -> Result<()> {
-    let document = std::fs::read_to_string(path)?;
-    let preamble_end = document
-        .match_indices("\n## ")
-        .next()
-        .map_or(document.len(), |(at, _)| at + 1);
-    let (preamble, rest) = document.split_at(preamble_end);
-    let mut lines: Vec<String> = preamble.lines().map(str::to_owned).collect();
-    if !preamble.contains("`bench-chat`") {
-        if let Some(header) = lines.iter().position(|line| line.starts_with("| section | tool |")) {
-            let mut end = header;
-            while lines.get(end + 1).is_some_and(|line| line.starts_with('|')) {
-                end += 1;
-            }
-            lines.insert(end + 1, INDEX_ROW.to_string());
-        }
-    }
-    if !preamble.contains("target/release/bench-chat") {
-        if let Some(last_run) = lines.iter().rposition(|line| line.starts_with("target/release/bench-")) {
-            lines.insert(
-                last_run + 1,
-                "target/release/bench-chat --write-markdown BENCHMARKS.md".to_string(),
-            );
-        }
-        for line in &mut lines {
-            if line.starts_with("cargo build --release") && !line.contains("bench-chat") {
-                line.push_str(" --bin bench-chat");
-            }
-        }
-    }
-    let mut updated = lines.join("\n");
-    updated.push('\n');
-    updated.push_str(rest);
-    if updated != document {
-        std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -368,7 +329,7 @@ async fn main() -> Result<()> {
             items as f64 / all.len() as f64,
         );
         write_markdown_section(path, MARKDOWN_HEADING, &section)?;
-        add_to_index(path)?;
+        add_to_index(path, "bench-chat", INDEX_ROW)?;
         println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
     }
     Ok(())

@@ -272,3 +272,46 @@ pub fn write_markdown_section(path: &Path, heading: &str, section: &str) -> Resu
     std::fs::write(path, upsert_markdown_section(&existing, heading, section))
         .with_context(|| format!("writing {}", path.display()))
 }
+
+/// Adds a tool to the preamble of BENCHMARKS.md (the part before the first `## `), unless
+/// present: `index_row` in its index table, its run command in the build-and-run block
+/// and its binary in a `cargo build` line that names binaries one by one.
+pub fn add_to_index(path: &Path, tool: &str, index_row: &str) -> Result<()> {
+    let document = std::fs::read_to_string(path)?;
+    let preamble_end = document
+        .match_indices("\n## ")
+        .next()
+        .map_or(document.len(), |(at, _)| at + 1);
+    let (preamble, rest) = document.split_at(preamble_end);
+    let mut lines: Vec<String> = preamble.lines().map(str::to_owned).collect();
+    if !preamble.contains(&format!("`{tool}`")) {
+        if let Some(header) = lines.iter().position(|line| line.starts_with("| section | tool |")) {
+            let mut end = header;
+            while lines.get(end + 1).is_some_and(|line| line.starts_with('|')) {
+                end += 1;
+            }
+            lines.insert(end + 1, index_row.to_string());
+        }
+    }
+    if !preamble.contains(&format!("target/release/{tool}")) {
+        if let Some(last_run) = lines.iter().rposition(|line| line.starts_with("target/release/bench-")) {
+            lines.insert(
+                last_run + 1,
+                format!("target/release/{tool} --write-markdown BENCHMARKS.md"),
+            );
+        }
+        for line in &mut lines {
+            let names_binaries = line.starts_with("cargo build --release") && !line.contains("--all-targets");
+            if names_binaries && !line.contains(tool) {
+                line.push_str(&format!(" --bin {tool}"));
+            }
+        }
+    }
+    let mut updated = lines.join("\n");
+    updated.push('\n');
+    updated.push_str(rest);
+    if updated != document {
+        std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

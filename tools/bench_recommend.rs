@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use bytes::Bytes;
 use clap::Parser;
 use http_body_util::{BodyExt, Full};
@@ -59,8 +59,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    command_line, generate_key, machine_description, median, percentile, server_binary, thousands, utc_now,
-    write_markdown_section, SpawnedServer, Target,
+    add_to_index, command_line, generate_key, machine_description, median, percentile, server_binary, thousands,
+    utc_now, write_markdown_section, SpawnedServer, Target,
 };
 
 const MARKDOWN_HEADING: &str = "## Recommend latency";
@@ -756,49 +756,6 @@ fn markdown_section(args: &Args, report: &Report) -> String {
     out
 }
 
-/// Adds this tool to the preamble of BENCHMARKS.md (the part before the first `## `): a
-/// row in its index table and the command in its build-and-run block, unless present.
-fn add_to_index(path: &std::path::Path) -> Result<()> {
-    let document = std::fs::read_to_string(path)?;
-    let preamble_end = document
-        .match_indices("\n## ")
-        .next()
-        .map_or(document.len(), |(at, _)| at + 1);
-    let (preamble, rest) = document.split_at(preamble_end);
-    let mut lines: Vec<String> = preamble.lines().map(str::to_owned).collect();
-    if !preamble.contains("`bench-recommend`") {
-        let header = lines.iter().position(|line| line.starts_with("| section | tool |"));
-        if let Some(header) = header {
-            let mut end = header;
-            while lines.get(end + 1).is_some_and(|line| line.starts_with('|')) {
-                end += 1;
-            }
-            lines.insert(end + 1, INDEX_ROW.to_string());
-        }
-    }
-    if !preamble.contains("target/release/bench-recommend") {
-        let last_run = lines.iter().rposition(|line| line.starts_with("target/release/bench-"));
-        if let Some(last_run) = last_run {
-            lines.insert(
-                last_run + 1,
-                "target/release/bench-recommend --write-markdown BENCHMARKS.md".to_string(),
-            );
-        }
-        for line in &mut lines {
-            if line.starts_with("cargo build --release") && !line.contains("bench-recommend") {
-                line.push_str(" --bin bench-recommend");
-            }
-        }
-    }
-    let mut updated = lines.join("\n");
-    updated.push('\n');
-    updated.push_str(rest);
-    if updated != document {
-        std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
-}
-
 // ---------------------------------------------------------------- main
 
 fn print_latency(name: &str, run: &OpenLoop) {
@@ -962,7 +919,7 @@ async fn main() -> Result<()> {
     }
     if let Some(path) = &args.write_markdown {
         write_markdown_section(path, MARKDOWN_HEADING, &markdown_section(&args, &report))?;
-        add_to_index(path)?;
+        add_to_index(path, "bench-recommend", INDEX_ROW)?;
         println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
     }
     Ok(())
