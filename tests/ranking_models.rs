@@ -203,6 +203,57 @@ fn catalog_attributes_shape_affinity_embedding_and_availability() {
     assert_eq!(plain[0].0, "museum-3", "the override lasted one request: {plain:?}");
 }
 
+/// The ranking reads a live actor's published signals; once the actor passivated,
+/// the persisted state; once the user is deleted, nothing.
+#[test]
+fn ranking_signals_follow_the_actor_through_passivation_and_deletion() {
+    let server = TestServer::start_with_env(&[
+        ("RANKSTREAM__ENGINE__SESSION_IDLE_TTL_MS", "300"),
+        ("RANKSTREAM__ENGINE__USER_IDLE_TTL_MS", "300"),
+    ]);
+    let key = server.create_key(&["recommend"], json!({"name": "shop"}));
+    let items: Vec<Value> = [("museum-1", "museum"), ("museum-2", "museum"), ("beach-1", "beach")]
+        .iter()
+        .map(|(id, group)| json!({"id": id, "name": id, "groups": [group]}))
+        .collect();
+    assert_status(&server.admin_put(ITEMS, json!(items)), 200, "catalog");
+    let recommend = |uid: &str| {
+        let request = json!({"user_id": uid, "model_id": "affinity", "item_ids": ["beach-1", "museum-2"]});
+        ranked(&server.post(RECOMMEND, &key, request), uid)
+    };
+    let leans_to_museums = |ranking: &[(String, f64)]| {
+        ranking[0].0 == "museum-2" && score(ranking, "museum-2") > score(ranking, "beach-1")
+    };
+
+    server.ingest_ok(click("s-live", Some("u-live"), "museum-1"));
+    server.ingest_ok(click("s-idle", Some("u-idle"), "museum-1"));
+    assert!(
+        leans_to_museums(&recommend("u-live")),
+        "live: {:?}",
+        recommend("u-live")
+    );
+
+    poll_every(
+        Duration::from_secs(1),
+        Duration::from_secs(10),
+        "passivation",
+        || match server.user_state("u-idle") {
+            state if state["live"] == false => Ok(()),
+            state => Err(state.to_string()),
+        },
+    );
+    let passivated = recommend("u-idle");
+    assert!(leans_to_museums(&passivated), "passivated: {passivated:?}");
+
+    server.ingest_ok(click("s-live", Some("u-live"), "museum-2"));
+    assert_status(&server.admin_delete("/v1/users/u-live"), 200, "delete user");
+    let deleted = recommend("u-live");
+    assert!(
+        deleted.iter().all(|(_, score)| *score == 0.0),
+        "no signals after deletion: {deleted:?}"
+    );
+}
+
 #[test]
 fn outcomes_linked_by_rec_id_train_the_learned_ranker() {
     let server = TestServer::start();

@@ -155,10 +155,8 @@ impl Node {
         Ok(())
     }
 
-    async fn signals(&self, key: StateKey, now: i64) -> Result<Option<Signals>> {
-        let decay = self.engine.decay(&key);
-        let state = self.engine.read_state(key).await?;
-        Ok(state.map(|(live, _)| Signals::from_live(&live, now, decay.half_life_ms)))
+    async fn signals(&self, key: StateKey) -> Result<Option<Arc<Signals>>> {
+        Ok(self.engine.signals(key).await?)
     }
 
     fn stop(self) {
@@ -368,7 +366,7 @@ async fn diginetica(
             }
             let Some(target) = items.get(position + 1) else { break };
             let started = Instant::now();
-            let session = node.signals(StateKey::Session(sid.clone()), at).await?;
+            let session = node.signals(StateKey::Session(sid.clone())).await?;
             let context = RankContext {
                 session_id: Some(sid.clone()),
                 now: at,
@@ -523,7 +521,7 @@ async fn movielens(cli: &Cli, model_ids: &[String]) -> Result<()> {
     let mut metrics: Vec<Metrics> = model_ids.iter().map(|_| Metrics::default()).collect();
     for ((uid, at, target), (_, history)) in targets.iter().zip(&users) {
         let seen: HashSet<&str> = history.iter().map(|(_, movie)| movie.as_str()).collect();
-        let user = node.signals(StateKey::User(uid.clone()), *at).await?;
+        let user = node.signals(StateKey::User(uid.clone())).await?;
         let context = RankContext {
             user_id: Some(uid.clone()),
             now: *at,

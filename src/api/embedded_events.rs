@@ -2,6 +2,8 @@
 //! chat: parsed and validated here, and folded into one request's ranking context.
 //! They shape that request only and are never stored (DESIGN.md §3).
 
+use std::sync::Arc;
+
 use chrono::NaiveDateTime;
 use serde_json::{Map, Value};
 
@@ -99,7 +101,8 @@ fn embedded_event(index: usize, event: &Value) -> Result<EmbeddedEvent, ApiError
 /// Folds `events` into `context` as the session's newest signals: their items
 /// become its most recent items (in time order) and their items' attributes add
 /// to its affinities, weighted by event type like live events and decayed from
-/// their timestamp to `context.now` with `half_life_ms`.
+/// their timestamp with the session's half-life (`half_life_ms` when the request
+/// has no session state).
 pub(crate) fn apply_to_context(
     items: &ItemReader,
     context: &mut RankContext,
@@ -111,7 +114,12 @@ pub(crate) fn apply_to_context(
         return;
     }
     ordered.sort_by_key(|event| event.timestamp);
-    let session = context.session.get_or_insert_with(Signals::default);
+    let session = Arc::make_mut(context.session.get_or_insert_with(|| {
+        Arc::new(Signals {
+            half_life_ms,
+            ..Signals::default()
+        })
+    }));
     for event in ordered {
         let Some(item_id) = &event.item_id else { continue };
         let kind = InteractionKind::of(&event.event_type);
@@ -120,24 +128,16 @@ pub(crate) fn apply_to_context(
         }
         session.recent.retain(|id| id != item_id);
         session.recent.push(item_id.clone());
-        let weight = kind.weight(None) * decay(context.now - event.timestamp, half_life_ms);
+        let weight = kind.weight(None);
         if weight <= 0.0 {
             continue;
         }
         if let Some(features) = items.features(item_id) {
             for key in &features.keys {
-                *session.affinities.entry(key.clone()).or_default() += weight;
+                session.add_affinity(key, weight, event.timestamp);
             }
         }
     }
-}
-
-/// The share left of a weight after `elapsed_ms` (events from the future count fully).
-fn decay(elapsed_ms: i64, half_life_ms: f64) -> f64 {
-    if half_life_ms <= 0.0 {
-        return 1.0;
-    }
-    0.5f64.powf(elapsed_ms.max(0) as f64 / half_life_ms)
 }
 
 #[cfg(test)]
@@ -181,12 +181,5 @@ mod tests {
             let error = parse(bad.clone()).unwrap_err();
             assert!(matches!(error, ApiError::Validation { .. }), "{bad}: {error:?}");
         }
-    }
-
-    #[test]
-    fn decay_halves_per_half_life() {
-        assert_eq!(decay(0, 1000.0), 1.0);
-        assert!((decay(1000, 1000.0) - 0.5).abs() < 1e-12);
-        assert_eq!(decay(-50, 1000.0), 1.0);
     }
 }

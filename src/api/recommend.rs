@@ -9,10 +9,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::engine::live_state::LiveState;
 use crate::engine::StateKey;
 use crate::ranking::{rank, Candidate, ItemFeatures, ModelError, RankContext, Ranked, Signals};
-use crate::training::RecRecord;
+use crate::training::ShownRecord;
 
 /// Recent items whose embeddings make the profile vector.
 const PROFILE_ITEMS: usize = 10;
@@ -97,9 +96,10 @@ pub(super) fn request_context(body: &Map<String, Value>) -> Result<Map<String, V
     }
 }
 
-/// What the models rank with: the session's and user's live signals, read from
-/// their actors under the configured deadline (past it, ranking goes on without
-/// them and the miss is counted), and the profile embedding of their recent items.
+/// What the models rank with: the session's and user's live signals (as their
+/// actors published them, or read from their hosts under the configured deadline
+/// when no actor is live; past the deadline, ranking goes on without them and the
+/// miss is counted), and the profile embedding of their recent items.
 pub(super) async fn rank_context(
     state: &AppState,
     user_id: Option<String>,
@@ -110,11 +110,8 @@ pub(super) async fn rank_context(
     let read = |key: Option<StateKey>| async move {
         let key = key?;
         let deadline = Duration::from_millis(state.ranking.state_deadline_ms);
-        let half_life_ms = state.engine.decay(&key).half_life_ms;
-        let project = Box::new(move |live: &LiveState| Signals::from_live(live, now, half_life_ms));
-        match tokio::time::timeout(deadline, state.engine.read_state_with(key.clone(), project)).await {
-            Ok(Ok(Some((signals, _)))) => Some(signals),
-            Ok(Ok(None)) => None,
+        match tokio::time::timeout(deadline, state.engine.signals(key.clone())).await {
+            Ok(Ok(signals)) => signals,
             Ok(Err(error)) => {
                 tracing::warn!(%error, key = key.key(), "live state unreadable; ranking without it");
                 state.ranking.state_errors.fetch_add(1, Ordering::Relaxed);
@@ -130,7 +127,7 @@ pub(super) async fn rank_context(
         read(session_id.clone().map(StateKey::Session)),
         read(user_id.clone().map(StateKey::User))
     );
-    let profile_embedding = profile_embedding(state, session.as_ref().or(user.as_ref()));
+    let profile_embedding = profile_embedding(state, session.as_deref().or(user.as_deref()));
     RankContext {
         user_id,
         session_id,
@@ -186,21 +183,19 @@ pub(super) fn attach_features(state: &AppState, candidates: &mut [Candidate]) {
 pub(super) fn record_shown(state: &AppState, rec_id: &str, model_id: &str, context: &RankContext, ranked: &[Ranked]) {
     let shown: Vec<_> = ranked
         .iter()
-        .filter_map(|item| Some((item.id.clone(), item.features?)))
+        .filter_map(|item| Some((item.id.as_str(), item.features?)))
         .collect();
     if shown.is_empty() {
         return;
     }
-    let record = RecRecord {
+    let record = ShownRecord {
         at: context.now,
-        uid: context.user_id.clone(),
-        sid: context.session_id.clone(),
-        model: model_id.to_owned(),
+        uid: context.user_id.as_deref(),
+        sid: context.session_id.as_deref(),
+        model: model_id,
         shown,
     };
-    if let Err(error) = state.training.record(rec_id, &record) {
-        tracing::warn!(%error, rec_id, "recording a ranking failed; its outcomes will not be learned");
-    }
+    state.training.record(rec_id, &record);
 }
 
 /// `model_id`, or the legacy `model_name`; both present and different is a 400.

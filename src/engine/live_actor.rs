@@ -12,6 +12,8 @@ use tokio::sync::oneshot;
 
 use super::event::Event;
 use super::live_state::{DecayParams, LiveState};
+use super::shard_host::StateKind;
+use super::signals::{SignalBoard, Signals};
 use crate::storage::{keys, Cf, Storage, StorageError};
 use crate::topology::ShardId;
 
@@ -42,6 +44,8 @@ pub fn completion() -> (Completion, impl std::future::Future<Output = ()>) {
 pub trait LiveKind: Unpin + Send + 'static {
     /// `"session"` or `"user"`, for logs and errors.
     const NAME: &'static str;
+    /// Which board its signals are published on.
+    const KIND: StateKind;
     /// Where the state is persisted.
     fn state_key(shard: ShardId, key: &str) -> Vec<u8>;
     /// Kind-specific bookkeeping after an event is applied.
@@ -60,6 +64,7 @@ pub struct User;
 
 impl LiveKind for Session {
     const NAME: &'static str = "session";
+    const KIND: StateKind = StateKind::Session;
     fn state_key(shard: ShardId, sid: &str) -> Vec<u8> {
         keys::session_state(shard, sid)
     }
@@ -76,6 +81,7 @@ impl LiveKind for Session {
 
 impl LiveKind for User {
     const NAME: &'static str = "user";
+    const KIND: StateKind = StateKind::User;
     fn state_key(shard: ShardId, uid: &str) -> Vec<u8> {
         keys::user_state(shard, uid)
     }
@@ -119,6 +125,8 @@ pub struct LiveActor<K: LiveKind> {
     mailbox: usize,
     /// Where an anonymous session sends its signals when it learns its user.
     host: Recipient<Stitched>,
+    /// Where its ranking signals are published.
+    board: Arc<SignalBoard>,
     kind: PhantomData<K>,
 }
 
@@ -133,6 +141,13 @@ pub struct Stitched {
     pub done: Completion,
 }
 
+/// Where a live actor reports beyond its replies: its host, and the board it
+/// publishes its ranking signals on.
+pub struct Outlets {
+    pub host: Recipient<Stitched>,
+    pub board: Arc<SignalBoard>,
+}
+
 impl<K: LiveKind> LiveActor<K> {
     pub fn new(
         key: String,
@@ -141,7 +156,7 @@ impl<K: LiveKind> LiveActor<K> {
         storage: Storage,
         params: DecayParams,
         mailbox: usize,
-        host: Recipient<Stitched>,
+        Outlets { host, board }: Outlets,
     ) -> Self {
         LiveActor {
             key,
@@ -152,8 +167,20 @@ impl<K: LiveKind> LiveActor<K> {
             params,
             mailbox,
             host,
+            board,
             kind: PhantomData,
         }
+    }
+
+    /// Replaces the signals the ranking path reads.
+    fn publish(&self) {
+        let signals = Signals::of(&self.state, self.params.half_life_ms);
+        self.board.publish(K::KIND, &self.key, signals);
+    }
+
+    /// Takes the signals off the board: from now on readers ask the host.
+    fn withdraw(&self) {
+        self.board.withdraw(K::KIND, &self.key);
     }
 
     /// Writes the state if it changed (compact binary, without the WAL: the
@@ -179,6 +206,7 @@ impl<K: LiveKind> Actor for LiveActor<K> {
 
     fn started(&mut self, context: &mut Self::Context) {
         context.set_mailbox_capacity(self.mailbox);
+        self.publish();
     }
 }
 
@@ -214,6 +242,7 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
     fn handle(&mut self, message: KeyMessage, context: &mut Context<Self>) -> Self::Result {
         match message {
             KeyMessage::Apply(events, done) => {
+                let mut changed = false;
                 for sequenced in events {
                     if self.state.has_applied(sequenced.source, sequenced.seq) {
                         continue;
@@ -237,14 +266,22 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
                     );
                     K::after_apply(&mut self.state, &sequenced.event);
                     self.dirty = true;
+                    changed = true;
                 }
+                if changed {
+                    self.publish();
+                }
+                // Released only now: the batch's 202 waits for these signals.
+                drop(done);
             }
-            KeyMessage::Absorb { sid, state, done: _ } => {
+            KeyMessage::Absorb { sid, state, done } => {
                 if !self.state.absorbed.contains(&sid) {
                     self.state.absorb(&state, self.params);
                     self.state.absorbed.push(sid);
                     self.dirty = true;
+                    self.publish();
                 }
+                drop(done);
             }
             KeyMessage::Read(read) => read(&self.state),
             KeyMessage::Persist(reply) => {
@@ -253,6 +290,7 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
             }
             KeyMessage::Passivate(reply) => {
                 self.persist();
+                self.withdraw();
                 context.stop();
                 let _ = reply.send(());
             }
@@ -261,6 +299,7 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
                     tracing::error!(kind = K::NAME, key = %self.key, %error, "failed to wipe live state");
                 }
                 self.dirty = false;
+                self.withdraw();
                 context.stop();
                 let _ = reply.send(std::mem::take(&mut self.state));
             }

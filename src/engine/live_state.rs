@@ -16,7 +16,7 @@ const KEPT_EVENT_IDS: usize = 100;
 /// Queries, purchases and sessions kept.
 const KEPT_LIST: usize = 50;
 /// Affinities below this are dropped.
-const AFFINITY_FLOOR: f64 = 1e-4;
+pub(super) const AFFINITY_FLOOR: f64 = 1e-4;
 
 /// How a kind of state forgets.
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +51,7 @@ impl Decayed {
     }
 
     /// Adds `weight` observed at `at` (events may arrive out of order).
-    fn add(&mut self, weight: f64, at: i64, half_life_ms: f64) {
+    pub fn add(&mut self, weight: f64, at: i64, half_life_ms: f64) {
         if at >= self.at {
             self.value = self.value * decay(at - self.at, half_life_ms) + weight;
             self.at = at;

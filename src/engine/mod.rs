@@ -4,6 +4,7 @@
 //! Writes go key → shard → that shard's actor; reads of stored rows and table
 //! records go straight to the shared handles (RocksDB, the table registry).
 
+pub mod attribute_keys;
 pub mod catalog;
 mod catalog_shard;
 pub mod conversation;
@@ -11,6 +12,7 @@ pub mod event;
 mod live_actor;
 pub mod live_state;
 mod shard_host;
+pub mod signals;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,9 +33,10 @@ use event::Event;
 pub use live_actor::{LiveActor, SequencedEvent, SessionActor, UserActor};
 use live_state::{DecayParams, LiveState};
 use shard_host::{
-    CheckpointMark, CheckpointPersist, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost, Wipe,
+    CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost, Wipe,
 };
-pub use shard_host::{Projection, StateKey};
+pub use shard_host::{Projection, StateKey, StateKind};
+use signals::{SignalBoard, Signals};
 
 /// The running engine of one node.
 pub struct Engine {
@@ -46,6 +49,8 @@ pub struct Engine {
     shards: Vec<Addr<CatalogShard>>,
     /// One live-state host per shard.
     hosts: Arc<HostRouter>,
+    /// The signals of every live session and user, for the ranking path.
+    board: Arc<SignalBoard>,
     /// Group commit of the event log and checkpoints.
     commits: CommitQueue,
     /// How live state forgets, for snapshots.
@@ -108,6 +113,15 @@ impl Engine {
         let commits = CommitQueue::start(storage.clone());
         let live = LiveConfig::from(config);
         let hosts = HostRouter::new(topology.shards);
+        let handles = HostHandles {
+            storage: storage.clone(),
+            commits: commits.clone(),
+            items: items.clone(),
+            router: hosts.clone(),
+            training,
+            board: Arc::new(SignalBoard::default()),
+            clock: clock.clone(),
+        };
         let mut arbiters = Vec::new();
         let mut shards = Vec::new();
         let mut host_addrs = Vec::new();
@@ -124,16 +138,7 @@ impl Engine {
             shards.push(CatalogShard::start_in_arbiter(&arbiter.handle(), move |_| actor));
             arbiters.push(arbiter);
             let arbiter = Arbiter::new();
-            let host = ShardHost::new(
-                shard,
-                storage.clone(),
-                commits.clone(),
-                items.clone(),
-                hosts.clone(),
-                training.clone(),
-                clock.clone(),
-                live,
-            )?;
+            let host = ShardHost::new(shard, handles.clone(), live)?;
             host_addrs.push(ShardHost::start_in_arbiter(&arbiter.handle(), move |_| host));
             arbiters.push(arbiter);
         }
@@ -145,6 +150,7 @@ impl Engine {
             topology,
             shards,
             hosts,
+            board: handles.board,
             commits,
             live,
             clock,
@@ -327,6 +333,18 @@ impl Engine {
             .send(ReadState(key, project))
             .await
             .map_err(mailbox_error)?
+    }
+
+    /// The ranking signals of a session or user as of now: published by its live
+    /// actor, or, when none is live, computed from its persisted state by its host
+    /// (`None` when it has no state). Only the second case waits for a message.
+    pub async fn signals(&self, key: StateKey) -> Result<Option<Arc<Signals>>, CatalogError> {
+        if let Some(signals) = self.board.get(&key) {
+            return Ok(Some(signals));
+        }
+        let half_life_ms = self.decay(&key).half_life_ms;
+        let project = Box::new(move |live: &LiveState| Arc::new(Signals::of(live, half_life_ms)));
+        Ok(self.read_state_with(key, project).await?.map(|(signals, _)| signals))
     }
 
     /// The catalog's items as the ranking path reads them.

@@ -27,9 +27,11 @@ use tokio::sync::oneshot;
 use super::catalog::{CatalogError, ItemReader};
 use super::event::Event;
 use super::live_actor::{
-    completion, load_state, Completion, KeyMessage, LiveActor, LiveKind, SequencedEvent, Session, Stitched, User,
+    completion, load_state, Completion, KeyMessage, LiveActor, LiveKind, Outlets, SequencedEvent, Session, Stitched,
+    User,
 };
 use super::live_state::{DecayParams, LiveState};
+use super::signals::SignalBoard;
 use crate::clock::SharedClock;
 use crate::storage::{keys, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{shard_for, ShardId};
@@ -134,6 +136,19 @@ impl Hosted for User {
     }
 }
 
+/// What every shard's host shares with the others and with the engine.
+#[derive(Clone)]
+pub struct HostHandles {
+    pub storage: Storage,
+    pub commits: CommitQueue,
+    pub items: Arc<ItemReader>,
+    pub router: Arc<HostRouter>,
+    pub training: Arc<Training>,
+    /// Where live actors publish their ranking signals.
+    pub board: Arc<SignalBoard>,
+    pub clock: SharedClock,
+}
+
 /// Events waiting for their group commit, and who waits for them.
 struct PendingIngest {
     events: Vec<(u64, Event)>,
@@ -149,6 +164,7 @@ pub struct ShardHost {
     router: Arc<HostRouter>,
     /// Learns every event once it is durable.
     training: Arc<Training>,
+    board: Arc<SignalBoard>,
     clock: SharedClock,
     config: LiveConfig,
     /// The sequence number the next accepted event gets.
@@ -165,16 +181,16 @@ pub struct ShardHost {
 }
 
 impl ShardHost {
-    pub fn new(
-        shard: ShardId,
-        storage: Storage,
-        commits: CommitQueue,
-        items: Arc<ItemReader>,
-        router: Arc<HostRouter>,
-        training: Arc<Training>,
-        clock: SharedClock,
-        config: LiveConfig,
-    ) -> Result<ShardHost, StorageError> {
+    pub fn new(shard: ShardId, handles: HostHandles, config: LiveConfig) -> Result<ShardHost, StorageError> {
+        let HostHandles {
+            storage,
+            commits,
+            items,
+            router,
+            training,
+            board,
+            clock,
+        } = handles;
         let next_seq = match storage.last_with_prefix(Cf::Events, &keys::event_log_prefix(shard))? {
             Some((key, _)) => keys::event_log_seq(&key).map_or(1, |seq| seq + 1),
             None => 1,
@@ -186,6 +202,7 @@ impl ShardHost {
             items,
             router,
             training,
+            board,
             clock,
             config,
             next_seq,
@@ -330,7 +347,10 @@ impl ShardHost {
             self.storage.clone(),
             K::params(&self.config),
             self.config.mailbox,
-            context.address().recipient(),
+            Outlets {
+                host: context.address().recipient(),
+                board: self.board.clone(),
+            },
         );
         let addr = actor.start();
         addr.do_send(message);
@@ -640,12 +660,26 @@ pub enum StateKey {
     User(String),
 }
 
+/// Whether a live state is a session's or a user's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKind {
+    Session,
+    User,
+}
+
 impl StateKey {
     /// The sid or uid: the session's or user's routing key.
     pub fn key(&self) -> &str {
         match self {
             StateKey::Session(sid) => sid,
             StateKey::User(uid) => uid,
+        }
+    }
+
+    pub fn kind(&self) -> StateKind {
+        match self {
+            StateKey::Session(_) => StateKind::Session,
+            StateKey::User(_) => StateKind::User,
         }
     }
 }

@@ -4,6 +4,7 @@
 use rustc_hash::FxHashMap;
 
 use super::{Candidate, Feature, FeatureVector, RankContext, Signals, FEATURES};
+use crate::engine::attribute_keys::AttributeId;
 use crate::training::{covisit_key, ItemIndex, Trained};
 
 /// A user's long-term affinity counts this much of a session's.
@@ -51,14 +52,14 @@ pub fn feature_vectors(
         }
     }
     if needed[Feature::Affinity as usize] {
-        let affinity = combined_affinity(context.session.as_ref(), context.user.as_ref());
+        let affinity = combined_affinity(context.session.as_deref(), context.user.as_deref(), context.now);
         if !affinity.is_empty() {
             fill(Feature::Affinity, &|i| {
                 candidates[i].features.as_ref().map_or(0.0, |features| {
                     features
-                        .keys
+                        .key_ids
                         .iter()
-                        .map(|key| affinity.get(key.as_str()).copied().unwrap_or(0.0))
+                        .map(|key| affinity.get(key).copied().unwrap_or(0.0))
                         .sum()
                 })
             });
@@ -94,19 +95,24 @@ fn session_prefix(trained: &Trained, context: &RankContext) -> Vec<ItemIndex> {
     recent.iter().filter_map(|id| trained.items.get(id)).collect()
 }
 
-/// The session's affinities as shares of their total plus the user's, weighted by
-/// [`USER_AFFINITY_WEIGHT`]: one hash lookup per candidate attribute (this runs for
-/// every key of every candidate, so it is the hot loop of a ranking request).
-fn combined_affinity<'a>(session: Option<&'a Signals>, user: Option<&'a Signals>) -> FxHashMap<&'a str, f64> {
+/// The session's affinities as of `now` as shares of their total plus the user's,
+/// weighted by [`USER_AFFINITY_WEIGHT`], by interned key: one hash lookup of a
+/// number per candidate attribute (this runs for every key of every candidate, so
+/// it is the hot loop of a ranking request).
+fn combined_affinity(session: Option<&Signals>, user: Option<&Signals>, now: i64) -> FxHashMap<AttributeId, f64> {
     let mut combined = FxHashMap::default();
     for (signals, weight) in [(session, 1.0), (user, USER_AFFINITY_WEIGHT)] {
         let Some(signals) = signals else { continue };
-        let total: f64 = signals.affinities.values().sum();
+        let current: Vec<(AttributeId, f64)> = signals
+            .affinities_at(now)
+            .map(|(affinity, value)| (affinity.id, value))
+            .collect();
+        let total: f64 = current.iter().map(|(_, value)| value).sum();
         if total <= 0.0 {
             continue;
         }
-        for (key, value) in &signals.affinities {
-            *combined.entry(key.as_str()).or_insert(0.0) += weight * value / total;
+        for (id, value) in current {
+            *combined.entry(id).or_insert(0.0) += weight * value / total;
         }
     }
     combined

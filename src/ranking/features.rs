@@ -3,7 +3,9 @@
 //! overrides some of its fields).
 
 use serde_json::{Map, Value};
+use smallvec::SmallVec;
 
+use crate::engine::attribute_keys::{intern, AttributeId};
 use crate::engine::live_state::{affinity_keys, availability};
 
 /// Longest embedding taken from a catalog row (DESIGN: ≤ 1,024 floats).
@@ -13,6 +15,8 @@ const MAX_EMBEDDING: usize = 1024;
 pub struct ItemFeatures {
     /// `group:…`, `tag:…`, `lang:…`, `age:…`, `price_band:…`, `available:…`.
     pub keys: Vec<String>,
+    /// The same keys, interned (what the ranking loop compares), stored inline.
+    pub key_ids: SmallVec<[AttributeId; 8]>,
     /// The item's `embeddings` (or `embedding`) field.
     pub embedding: Option<Vec<f32>>,
     /// `Some(false)` for an item that cannot be had (or is soft-deleted).
@@ -26,8 +30,10 @@ impl ItemFeatures {
             .find_map(|field| row.get(*field)?.as_array())
             .filter(|values| !values.is_empty() && values.len() <= MAX_EMBEDDING)
             .and_then(|values| values.iter().map(|v| v.as_f64().map(|v| v as f32)).collect());
+        let keys = affinity_keys(row);
         ItemFeatures {
-            keys: affinity_keys(row),
+            key_ids: keys.iter().map(|key| intern(key)).collect(),
+            keys,
             embedding,
             available: availability(row),
         }
@@ -49,5 +55,7 @@ mod tests {
         assert!(features.keys.contains(&"group:tours".to_owned()));
         assert!(features.keys.contains(&"lang:en".to_owned()));
         assert!(features.keys.contains(&"price_band:4".to_owned()));
+        let interned: Vec<_> = features.keys.iter().map(|key| intern(key)).collect();
+        assert_eq!(features.key_ids.as_slice(), interned);
     }
 }

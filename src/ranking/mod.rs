@@ -14,13 +14,12 @@ mod mock;
 pub mod modules;
 mod registry;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::engine::live_state::LiveState;
-
+pub use crate::engine::signals::Signals;
 pub use crate::training::ltr::{Feature, FeatureVector, FEATURES};
 pub use components::feature_vectors;
 pub use features::ItemFeatures;
@@ -36,25 +35,6 @@ pub struct Candidate {
     pub features: Option<Arc<ItemFeatures>>,
 }
 
-/// The live signals of a session or user at ranking time.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Signals {
-    /// Items interacted with, oldest first.
-    pub recent: Vec<String>,
-    /// Affinity to item attributes (`group:…`, `tag:…`, …), decayed to now.
-    pub affinities: BTreeMap<String, f64>,
-}
-
-impl Signals {
-    /// The signals of a live state as of `now`.
-    pub fn from_live(live: &LiveState, now: i64, half_life_ms: f64) -> Signals {
-        Signals {
-            recent: live.recent.iter().rev().map(|i| i.item_id.clone()).collect(),
-            affinities: live.affinities_at(now, half_life_ms),
-        }
-    }
-}
-
 /// What a model may use besides the candidates.
 #[derive(Debug, Clone, Default)]
 pub struct RankContext {
@@ -64,8 +44,9 @@ pub struct RankContext {
     pub context: Map<String, Value>,
     /// Unix ms.
     pub now: i64,
-    pub session: Option<Signals>,
-    pub user: Option<Signals>,
+    /// The live signals of the session and the user (shared with their actors' board).
+    pub session: Option<Arc<Signals>>,
+    pub user: Option<Arc<Signals>>,
     /// Mean embedding of the recently visited items, when they carry embeddings.
     pub profile_embedding: Option<Vec<f32>>,
 }
@@ -167,6 +148,10 @@ pub fn rank(
 /// For each candidate whose id occurs more than once: its own values of the
 /// attributes that differ within the group.
 fn duplicate_echoes(candidates: &[Candidate]) -> HashMap<usize, Map<String, Value>> {
+    let mut seen = HashSet::with_capacity(candidates.len());
+    if candidates.iter().all(|candidate| seen.insert(candidate.id.as_str())) {
+        return HashMap::new();
+    }
     let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
     for (index, candidate) in candidates.iter().enumerate() {
         groups.entry(candidate.id.as_str()).or_default().push(index);

@@ -247,11 +247,22 @@ impl Batch<'_> {
 
     /// Writes the batch atomically; with sync durability it is fsynced on return.
     pub fn commit(self) -> Result<(), StorageError> {
+        let sync = self.storage.durability == Durability::Sync;
+        self.write(sync)
+    }
+
+    /// Writes the batch atomically through the WAL without waiting for its fsync,
+    /// like [`Storage::put_unsynced`].
+    pub fn commit_unsynced(self) -> Result<(), StorageError> {
+        self.write(false)
+    }
+
+    fn write(self, sync: bool) -> Result<(), StorageError> {
         if self.inner.is_empty() {
             return Ok(());
         }
         let mut options = WriteOptions::default();
-        options.set_sync(self.storage.durability == Durability::Sync);
+        options.set_sync(sync);
         self.storage.db.write_opt(self.inner, &options)?;
         Ok(())
     }

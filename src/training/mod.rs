@@ -13,7 +13,7 @@ pub mod covisit;
 pub mod ltr;
 mod popularity;
 
-use std::collections::{hash_map::DefaultHasher, BTreeMap, HashMap};
+use std::collections::{hash_map::DefaultHasher, BTreeMap};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -38,10 +39,10 @@ pub use popularity::Popularity;
 /// A compact index of an item id in the artifacts.
 pub type ItemIndex = u32;
 
-/// Item ids ↔ their indexes.
+/// Item ids ↔ their indexes (FxHash: ranking looks up every candidate here).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ItemIds {
-    index: HashMap<String, ItemIndex>,
+    index: FxHashMap<String, ItemIndex>,
     ids: Vec<String>,
 }
 
@@ -82,6 +83,17 @@ pub struct RecRecord {
     pub sid: Option<String>,
     pub model: String,
     pub shown: Vec<(String, FeatureVector)>,
+}
+
+/// A ranking to record, borrowing what it shows: stored in the encoding of
+/// [`RecRecord`], without copying every id first.
+#[derive(Debug, Serialize)]
+pub struct ShownRecord<'a> {
+    pub at: i64,
+    pub uid: Option<&'a str>,
+    pub sid: Option<&'a str>,
+    pub model: &'a str,
+    pub shown: Vec<(&'a str, FeatureVector)>,
 }
 
 impl RecRecord {
@@ -194,8 +206,10 @@ fn segment_of<'a>(event: &'a Event, field: &str) -> Option<&'a str> {
     event.properties.get(field).and_then(|value| value.as_str())
 }
 
-/// Commands to the learner thread.
+/// Commands to the learner thread, handled in the order sent.
 enum Command {
+    /// Rankings wait in the shared buffer: write them soon.
+    WriteRecords,
     Learn(Vec<Arc<SequencedEvent>>),
     Retrain(oneshot::Sender<Result<RetrainReport, String>>),
     Stop,
@@ -211,8 +225,9 @@ pub struct RetrainReport {
 
 /// The handle on the learner thread and its artifacts.
 pub struct Training {
-    storage: Storage,
     trained: Arc<RwLock<Trained>>,
+    /// Rankings for the learner to write.
+    records: RecordBuffer,
     commands: Sender<Command>,
     thread: Mutex<Option<JoinHandle<()>>>,
     config: TrainingConfig,
@@ -235,8 +250,10 @@ impl Training {
         };
         let trained = Arc::new(RwLock::new(trained));
         let (commands, inbox) = unbounded();
+        let records = RecordBuffer::default();
         let learner = Learner {
-            storage: storage.clone(),
+            storage,
+            records: records.clone(),
             shards,
             config: config.clone(),
             trained: trained.clone(),
@@ -247,8 +264,8 @@ impl Training {
             .spawn(move || learner.run())
             .expect("spawning the learner thread");
         Ok(Arc::new(Training {
-            storage,
             trained,
+            records,
             commands,
             thread: Mutex::new(Some(thread)),
             config,
@@ -275,11 +292,26 @@ impl Training {
         self.trained.read()
     }
 
-    /// Stores what a ranking showed, for the outcomes that name its `rec_id`.
-    pub fn record(&self, rec_id: &str, record: &RecRecord) -> Result<(), StorageError> {
-        let bytes = postcard::to_stdvec(record).map_err(|error| StorageError::Commit(error.to_string()))?;
-        self.storage
-            .put_unsynced(Cf::Events, &RecRecord::key(rec_id, self.shards), &bytes)
+    /// Stores what a ranking showed, for the outcomes that name its `rec_id`. The
+    /// learner thread writes the rankings in batches, so a request neither waits for
+    /// RocksDB (nor joins a write group behind an event log fsync) nor wakes a thread
+    /// per ranking. A ranking is written before any outcome event naming it is
+    /// learned: that event reaches the learner after this call returned, and the
+    /// learner writes the buffer before it learns.
+    pub fn record(&self, rec_id: &str, record: &ShownRecord) {
+        let bytes = match postcard::to_stdvec(record) {
+            Ok(bytes) => bytes,
+            Err(error) => return tracing::error!(%error, rec_id, "serializing a ranking record failed"),
+        };
+        let key = RecRecord::key(rec_id, self.shards);
+        let first = {
+            let mut records = self.records.lock();
+            records.push((key, bytes));
+            records.len() == 1
+        };
+        if first && self.commands.send(Command::WriteRecords).is_err() {
+            tracing::warn!("the learner is stopped; rankings are not recorded");
+        }
     }
 
     /// The popularity segment field.
@@ -312,8 +344,15 @@ impl Training {
 /// Learned events are written under the lock in chunks this big.
 const CHUNK: usize = 1024;
 
+/// How long the learner lets rankings gather before it writes them.
+const RECORD_BATCH_WAIT: Duration = Duration::from_millis(1);
+
+/// Rankings waiting to be written: their keys and encoded records.
+type RecordBuffer = Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>;
+
 struct Learner {
     storage: Storage,
+    records: RecordBuffer,
     shards: u16,
     config: TrainingConfig,
     trained: Arc<RwLock<Trained>>,
@@ -336,8 +375,15 @@ impl Learner {
         let mut dirty = caught_up > 0;
         loop {
             let deadline = next_persist.min(next_retrain);
-            match self.inbox.recv_deadline(deadline) {
+            let received = self.inbox.recv_deadline(deadline);
+            match received {
+                Ok(Command::WriteRecords) => {
+                    // Rankings that follow within the wait share the write.
+                    std::thread::sleep(RECORD_BATCH_WAIT);
+                    self.write_records();
+                }
                 Ok(Command::Learn(events)) => {
+                    self.write_records();
                     self.learn(&events);
                     dirty = true;
                 }
@@ -365,6 +411,7 @@ impl Learner {
                 }
             }
         }
+        self.write_records();
         if dirty {
             self.persist();
         }
@@ -381,6 +428,21 @@ impl Learner {
                 shown.as_ref(),
                 &self.config.segment_field,
             );
+        }
+    }
+
+    /// Writes the buffered rankings, in one batch.
+    fn write_records(&self) {
+        let records = std::mem::take(&mut *self.records.lock());
+        if records.is_empty() {
+            return;
+        }
+        let mut batch = self.storage.batch();
+        for (key, bytes) in &records {
+            batch.put(Cf::Events, key, bytes);
+        }
+        if let Err(error) = batch.commit_unsynced() {
+            tracing::warn!(%error, "recording rankings failed; their outcomes will not be learned");
         }
     }
 
@@ -417,6 +479,8 @@ impl Learner {
     /// arrive meanwhile wait in the inbox; those the rebuild already saw are skipped.
     fn retrain(&self) -> Result<RetrainReport, String> {
         let started = Instant::now();
+        // Outcomes in the log may name rankings still in the buffer.
+        self.write_records();
         let mut fresh = Trained::new(&self.config);
         for shard in 0..self.shards {
             self.scan_log(shard, 1, |chunk| {
@@ -477,5 +541,28 @@ impl Learner {
             Ok(()) => tracing::debug!(bytes = bytes.len(), "models persisted"),
             Err(error) => tracing::error!(%error, "persisting the models failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shown_record_reads_back_as_a_rec_record() {
+        let shown = ShownRecord {
+            at: 42,
+            uid: Some("u1"),
+            sid: None,
+            model: "default",
+            shown: vec![("a", [0.5, 1.0, 0.0, 0.0, 0.0]), ("b", [0.0; ltr::FEATURES])],
+        };
+        let bytes = postcard::to_stdvec(&shown).unwrap();
+        let record: RecRecord = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!((record.at, record.uid.as_deref(), record.sid), (42, Some("u1"), None));
+        assert_eq!(record.model, "default");
+        let ids: Vec<_> = record.shown.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(record.shown[0].1, [0.5, 1.0, 0.0, 0.0, 0.0]);
     }
 }

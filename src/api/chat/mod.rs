@@ -362,9 +362,9 @@ async fn interests(state: &AppState, request: &ChatRequest, shown: &[&Found]) ->
     if interests_possible(request) {
         let context = rank_context(state, request.user_id.clone(), request.session_id.clone(), Map::new()).await;
         for signals in [&context.session, &context.user].into_iter().flatten() {
-            signalled |= !signals.recent.is_empty() || !signals.affinities.is_empty();
-            for (key, weight) in &signals.affinities {
-                if let Some(group) = key.strip_prefix("group:") {
+            signalled |= !signals.recent.is_empty() || signals.affinities_at(context.now).next().is_some();
+            for (affinity, weight) in signals.affinities_at(context.now) {
+                if let Some(group) = affinity.key.strip_prefix("group:") {
                     *weights.entry(group.to_lowercase()).or_default() += weight;
                 }
             }

@@ -6,7 +6,9 @@ use std::sync::{Arc, OnceLock};
 
 use crossbeam::channel::Sender;
 
+use compact_str::CompactString;
 use dashmap::DashMap;
+use rustc_hash::FxBuildHasher;
 use serde_json::{Map, Value};
 
 use super::{TableRegistry, USERS_TABLE};
@@ -23,7 +25,9 @@ pub struct ItemReader {
     storage: Storage,
     tables: Arc<TableRegistry>,
     shards: u16,
-    features: DashMap<String, Arc<ItemFeatures>>,
+    /// Ranking looks up every candidate here: FxHash, and ids stored inline so that
+    /// comparing one does not read another allocation.
+    features: DashMap<CompactString, Arc<ItemFeatures>, FxBuildHasher>,
     /// Bumped by every write, so a read that raced with one does not cache a stale row.
     writes: AtomicU64,
     /// Where committed item writes are announced (the search indexer), once subscribed.
@@ -36,7 +40,7 @@ impl ItemReader {
             storage,
             tables,
             shards,
-            features: DashMap::new(),
+            features: DashMap::default(),
             writes: AtomicU64::new(0),
             changes: OnceLock::new(),
         }
@@ -77,7 +81,7 @@ impl ItemReader {
         let writes = self.writes.load(Ordering::Acquire);
         let features = Arc::new(ItemFeatures::from_row(&self.find(id, None)?));
         if self.writes.load(Ordering::Acquire) == writes {
-            self.features.insert(id.to_owned(), features.clone());
+            self.features.insert(CompactString::from(id), features.clone());
         }
         Some(features)
     }
