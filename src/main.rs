@@ -12,6 +12,9 @@ use rankstream::storage::Storage;
 use rankstream::time::parse_time_value;
 use serde_json::json;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "rankstream", version, about = "Real-time ranking engine")]
 struct Cli {
