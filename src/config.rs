@@ -144,6 +144,8 @@ pub struct TrainingConfig {
     pub retrain_interval_ms: u64,
     /// Time for an item's popularity to halve.
     pub popularity_half_life_ms: u64,
+    /// How long what a ranking showed is kept for learning from its outcomes.
+    pub ranking_retention_ms: u64,
     /// Popularity is also counted per value of this event property and request
     /// `context` field (a segment such as region or device); empty: overall only.
     pub segment_field: String,
@@ -310,6 +312,7 @@ impl Config {
                 "training.popularity_half_life_ms",
                 self.training.popularity_half_life_ms,
             ),
+            ("training.ranking_retention_ms", self.training.ranking_retention_ms),
             ("chat.llm_timeout_ms", self.chat.llm_timeout_ms),
             ("chat.max_message_bytes", self.chat.max_message_bytes as u64),
             ("chat.retrieval_pool", self.chat.retrieval_pool as u64),

@@ -517,8 +517,14 @@ struct OpenLoop {
     failures: Failures,
 }
 
-/// Requests scheduled at `rate` for `seconds`, taken by the first free of `connections`;
-/// latency from the scheduled time.
+/// Requests scheduled at `rate` for `seconds`, each handed to the first free of
+/// `connections` (or, when all are busy, to the next one freed); latency from the
+/// scheduled time.
+///
+/// A thread of its own paces the schedule (its sleeps are precise to tens of µs, the
+/// runtime's timer only to the millisecond) and hands each request straight to one idle
+/// connection's task: one wake-up per request, so that the load generator itself adds
+/// little to what it measures on a machine it shares with the server.
 async fn open_loop(
     target: &Arc<Target>,
     bodies: &Arc<Vec<Bytes>>,
@@ -526,36 +532,19 @@ async fn open_loop(
     rate: f64,
     seconds: f64,
 ) -> Result<OpenLoop> {
-    let mut senders = Vec::new();
-    for _ in 0..connections {
-        senders.push(target.connect().await?);
-    }
     let total = (rate * seconds).round() as usize;
-    let (jobs, receiver) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
-    let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
-    let start = Instant::now() + Duration::from_millis(20);
-    // A thread of its own paces the schedule: its sleeps are precise to tens of µs, the
-    // runtime's timer only to the millisecond.
-    let dispatcher = std::thread::spawn(move || {
-        for index in 0..total {
-            let scheduled = start + Duration::from_secs_f64(index as f64 / rate);
-            let now = Instant::now();
-            if scheduled > now {
-                std::thread::sleep(scheduled - now);
-            }
-            if jobs.send((index, scheduled)).is_err() {
-                return;
-            }
-        }
-    });
+    let (idle, idle_connections) = std::sync::mpsc::channel::<usize>();
+    let mut jobs = Vec::new();
     let mut workers = tokio::task::JoinSet::new();
-    for mut sender in senders {
-        let (target, bodies, receiver) = (target.clone(), bodies.clone(), receiver.clone());
+    for connection in 0..connections {
+        let mut sender = target.connect().await?;
+        let (job_sender, mut job_receiver) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+        jobs.push(job_sender);
+        let (target, bodies, idle) = (target.clone(), bodies.clone(), idle.clone());
+        idle.send(connection)?;
         workers.spawn(async move {
             let (mut latencies, mut send_lag, mut failures) = (Vec::new(), Vec::new(), Failures::default());
-            loop {
-                let job = receiver.lock().await.recv().await;
-                let Some((index, scheduled)) = job else { break };
+            while let Some((index, scheduled)) = job_receiver.recv().await {
                 let body = bodies[index % bodies.len()].clone();
                 send_lag.push((Instant::now() - scheduled).as_secs_f64() * 1000.0);
                 let (status, response) = target
@@ -571,10 +560,29 @@ async fn open_loop(
                 if status != StatusCode::OK {
                     failures.record(status, &response);
                 }
+                // The dispatcher is gone once every request is handed out.
+                let _ = idle.send(connection);
             }
             anyhow::Ok((latencies, send_lag, failures))
         });
     }
+    drop(idle);
+    let start = Instant::now() + Duration::from_millis(20);
+    let dispatcher = std::thread::spawn(move || {
+        for index in 0..total {
+            let scheduled = start + Duration::from_secs_f64(index as f64 / rate);
+            let now = Instant::now();
+            if scheduled > now {
+                std::thread::sleep(scheduled - now);
+            }
+            let Ok(connection) = idle_connections.recv() else {
+                return;
+            };
+            if jobs[connection].send((index, scheduled)).is_err() {
+                return;
+            }
+        }
+    });
     let mut result = OpenLoop {
         rate,
         achieved: 0.0,

@@ -45,10 +45,8 @@ pub fn feature_vectors(
                 .as_deref()
                 .or(context.user_id.as_deref())
                 .map(covisit_key);
-            let scores = trained.covisit.scores(&prefix, ranked_session);
-            fill(Feature::Covisit, &|i| {
-                indexes[i].and_then(|item| scores.get(&item)).map_or(0.0, |&s| s as f64)
-            });
+            let scores = trained.covisit.scores_of(&prefix, ranked_session, &indexes);
+            fill(Feature::Covisit, &|i| scores[i] as f64);
         }
     }
     if needed[Feature::Affinity as usize] {

@@ -76,7 +76,7 @@ pub fn event_id(shard: ShardId, id: &str) -> Vec<u8> {
     key
 }
 
-/// `events`, what a recommend response showed: `[shard]0x02[rec_id]`.
+/// `rankings`, what a recommend response showed: `[shard]0x02[rec_id]`.
 pub fn rec(shard: ShardId, rec_id: &str) -> Vec<u8> {
     let mut key = with_shard(shard, rec_id.len() + 1);
     key.push(REC_TAG);
@@ -84,8 +84,17 @@ pub fn rec(shard: ShardId, rec_id: &str) -> Vec<u8> {
     key
 }
 
-/// `models`: the learned artifacts of the node.
-pub const TRAINED: &[u8] = b"trained";
+/// `rankings`: the key range of `shard`'s rankings whose rec_id sorts before `rec_id`.
+/// Rec_ids are UUIDv7 in text, which sort by time.
+pub fn recs_before(shard: ShardId, rec_id: &str) -> (Vec<u8>, Vec<u8>) {
+    (rec(shard, ""), rec(shard, rec_id))
+}
+
+/// `models`: the learned artifacts of the node. The key names the encoding's version:
+/// a node never decodes another version's artifacts (it relearns them from the log).
+pub const TRAINED: &[u8] = b"trained.2";
+/// Artifacts of earlier encodings, deleted when the current ones are persisted.
+pub const RETIRED_TRAINED: [&[u8]; 1] = [b"trained"];
 
 const LOG_TAG: u8 = 0x00;
 const ID_TAG: u8 = 0x01;

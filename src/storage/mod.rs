@@ -34,6 +34,8 @@ pub enum Cf {
     UserEvents,
     /// Actor snapshots.
     State,
+    /// What each ranking response showed, by `rec_id`, for learning from its outcomes.
+    Rankings,
     /// Trained model artifacts.
     Models,
     /// Node-level records: hashed API keys, offsets, schema version.
@@ -42,13 +44,14 @@ pub enum Cf {
 
 impl Cf {
     /// Every column family, in creation order.
-    pub const ALL: [Cf; 8] = [
+    pub const ALL: [Cf; 9] = [
         Cf::Tables,
         Cf::Items,
         Cf::Users,
         Cf::Events,
         Cf::UserEvents,
         Cf::State,
+        Cf::Rankings,
         Cf::Models,
         Cf::Meta,
     ];
@@ -61,6 +64,7 @@ impl Cf {
             Cf::Events => "events",
             Cf::UserEvents => "user_events",
             Cf::State => "state",
+            Cf::Rankings => "rankings",
             Cf::Models => "models",
             Cf::Meta => "meta",
         }
@@ -106,7 +110,13 @@ impl Storage {
             table.set_bloom_filter(10.0, false);
             table.set_cache_index_and_filter_blocks(true);
             let mut cf_options = Options::default();
-            cf_options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+            // Rankings are mostly floats, written at the rate of ranking requests: LZ4
+            // barely shrinks them and cost a flush burst every few seconds under load.
+            let compression = match cf {
+                Cf::Rankings => rocksdb::DBCompressionType::None,
+                _ => rocksdb::DBCompressionType::Lz4,
+            };
+            cf_options.set_compression_type(compression);
             cf_options.set_block_based_table_factory(&table);
             cf_options.set_write_buffer_size(64 << 20);
             ColumnFamilyDescriptor::new(cf.name(), cf_options)
@@ -247,23 +257,32 @@ impl Batch<'_> {
 
     /// Writes the batch atomically; with sync durability it is fsynced on return.
     pub fn commit(self) -> Result<(), StorageError> {
-        let sync = self.storage.durability == Durability::Sync;
-        self.write(sync)
+        let mut options = WriteOptions::default();
+        options.set_sync(self.storage.durability == Durability::Sync);
+        self.write(&options)
     }
 
     /// Writes the batch atomically through the WAL without waiting for its fsync,
     /// like [`Storage::put_unsynced`].
     pub fn commit_unsynced(self) -> Result<(), StorageError> {
-        self.write(false)
+        let mut options = WriteOptions::default();
+        options.set_sync(false);
+        self.write(&options)
     }
 
-    fn write(self, sync: bool) -> Result<(), StorageError> {
+    /// Writes the batch without the WAL, like [`Storage::put_unlogged`]: it survives a
+    /// crash only once its column families are flushed (a clean stop flushes them).
+    pub fn commit_unlogged(self) -> Result<(), StorageError> {
+        let mut options = WriteOptions::default();
+        options.disable_wal(true);
+        self.write(&options)
+    }
+
+    fn write(self, options: &WriteOptions) -> Result<(), StorageError> {
         if self.inner.is_empty() {
             return Ok(());
         }
-        let mut options = WriteOptions::default();
-        options.set_sync(sync);
-        self.storage.db.write_opt(self.inner, &options)?;
+        self.storage.db.write_opt(self.inner, options)?;
         Ok(())
     }
 }

@@ -6,15 +6,19 @@
 //! 1. **Item-to-item transitions (SR-style, time-decayed).** When click `j`
 //!    arrives at position `q` of a session, for each of the previous
 //!    `ii_window` clicks `i` of that session (gap `d = q - p`, `i != j`):
-//!        W[i][j] += tw * d^-ii_fwd_pow                      (forward)
-//!        W[j][i] += tw * ii_bwd_weight * d^-ii_bwd_pow      (backward)
-//!        pop[j]  += tw
+//!    ```text
+//!    W[i][j] += tw * d^-ii_fwd_pow                      (forward)
+//!    W[j][i] += tw * ii_bwd_weight * d^-ii_bwd_pow      (backward)
+//!    pop[j]  += tw
+//!    ```
 //!    with `tw = exp(sid / ii_time_tau)` (`sid` = ordinal of the session in the
 //!    stream), i.e. all counts decay with e-folding time `ii_time_tau` sessions.
 //!    Scoring uses the last `ii_recent` *distinct* prefix items, the k-th most
 //!    recent (k = 0 is the last click) weighted `exp(-k * ii_recency_decay)`:
-//!        A(j) = sum_k exp(-k*ii_recency_decay) * W[i_k][j]
-//!                     / pop[i_k]^ii_src_alpha / pop[j]^ii_tgt_beta
+//!    ```text
+//!    A(j) = sum_k exp(-k*ii_recency_decay) * W[i_k][j]
+//!                 / pop[i_k]^ii_src_alpha / pop[j]^ii_tgt_beta
+//!    ```
 //!
 //! 2. **Session kNN (STAN / V-SKNN style).** A ring buffer of the most recent
 //!    `knn_max_sessions` sessions plus an inverted index item -> the
@@ -23,22 +27,30 @@
 //!    last click) has weight w1 = exp(-t / knn_lambda_pos). Candidates = the
 //!    `knn_sample` most recent stored sessions sharing an item with the prefix
 //!    (the session being ranked excluded).
-//!        sim(N) = sum_{distinct i in N ∩ prefix} w1(i)
-//!                 * exp(-(now - sid_N) / knn_lambda_time)
+//!    ```text
+//!    sim(N) = sum_{distinct i in N ∩ prefix} w1(i)
+//!             * exp(-(now - sid_N) / knn_lambda_time)
+//!    ```
 //!    The `knn_k` most similar sessions vote. With `m` the position in N of
 //!    the matched item that is most recent in the prefix, the item at position
 //!    q of N receives
-//!        B(j) += sim(N) * exp(-(q - m) / knn_lambda_after)    if q > m
-//!        B(j) += sim(N) * exp(-(m - q) / knn_lambda_before)   if q <= m
+//!    ```text
+//!    B(j) += sim(N) * exp(-(q - m) / knn_lambda_after)    if q > m
+//!    B(j) += sim(N) * exp(-(m - q) / knn_lambda_before)   if q <= m
+//!    ```
 //!
 //! 3. **Repeat / re-visit (learned online).** While observing, the model counts
 //!    how often the next click re-visits the item whose latest occurrence is t
 //!    clicks back (`rate(t) = hits[t] / opportunities[t]`), and how often the
 //!    next click is a repeat per prefix bucket (length capped at 10 x last click
 //!    repeats the previous one x prefix already has a repeat).
-//!        R(j) = rate(t_latest(j)) + rep_count_w * sum_{older occ.} rate(t_occ)
+//!    ```text
+//!    R(j) = rate(t_latest(j)) + rep_count_w * sum_{older occ.} rate(t_occ)
+//!    ```
 //!    The per-case repeat weight is multiplied by
-//!        rep_mult = (P(repeat | bucket) / P(repeat))^rep_gamma.
+//!    ```text
+//!    rep_mult = (P(repeat | bucket) / P(repeat))^rep_gamma.
+//!    ```
 //!
 //! Final: score(j) = w_ii*A(j)/max A + w_knn*B(j)/max B + w_rep*rep_mult*R(j)/max R.
 //!
@@ -159,6 +171,59 @@ struct ItemState {
     sessions: VecDeque<u64>,
 }
 
+/// Item states by item index (the indexes are dense): one slot read per neighbour
+/// scored, where a hash probe would cost a cache miss.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct ItemTable {
+    states: Vec<ItemState>,
+    /// `pop.max(1e-6)^-ii_tgt_beta` by item index, kept with `pop`: the target
+    /// normalisation of every scored neighbour, packed for the cache.
+    target_norm: Vec<f32>,
+}
+
+impl ItemTable {
+    fn get(&self, item: ItemIndex) -> Option<&ItemState> {
+        self.states.get(item as usize)
+    }
+
+    /// Item `item`'s state, created (with every lower index) if new.
+    fn get_mut(&mut self, item: ItemIndex, p: &Params) -> &mut ItemState {
+        let index = item as usize;
+        if self.states.len() <= index {
+            self.states.resize_with(index + 1, ItemState::default);
+            self.target_norm.resize(index + 1, target_norm(0.0, p));
+        }
+        &mut self.states[index]
+    }
+
+    /// Adds `weight` to `item`'s decayed count.
+    fn add_pop(&mut self, item: ItemIndex, weight: f32, p: &Params) -> &mut ItemState {
+        let state = self.get_mut(item, p);
+        state.pop += weight;
+        let norm = target_norm(state.pop, p);
+        self.target_norm[item as usize] = norm;
+        &mut self.states[item as usize]
+    }
+
+    fn target_norm(&self, item: ItemIndex, p: &Params) -> f32 {
+        match self.target_norm.get(item as usize) {
+            Some(&norm) => norm,
+            None => target_norm(0.0, p),
+        }
+    }
+
+    /// Multiplies every decayed count by `factor`.
+    fn rescale(&mut self, factor: f32, p: &Params) {
+        for (state, norm) in self.states.iter_mut().zip(&mut self.target_norm) {
+            state.pop *= factor;
+            *norm = target_norm(state.pop, p);
+            for w in state.nbrs.values_mut() {
+                *w *= factor;
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredSession {
     key: u64,
@@ -172,8 +237,8 @@ const RESCALE_AT: f32 = 1.0e6;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionModel {
-    pub params: Params,
-    items: FxHashMap<ItemIndex, ItemState>,
+    params: Params,
+    items: ItemTable,
     /// Ring buffer of sessions; `sessions[k]` has ordinal `first_sid + k`.
     sessions: VecDeque<StoredSession>,
     first_sid: u64,
@@ -198,20 +263,64 @@ fn rep_bucket_of(prefix: &[ItemIndex]) -> usize {
     n.min(10) * 4 + 2 * last_rep as usize + any_rep as usize
 }
 
-/// Per-component sparse scores, each divided by its max (so in [0, 1]).
-pub struct Components {
-    pub ii: Vec<(ItemIndex, f32)>,
-    pub knn: Vec<(ItemIndex, f32)>,
-    pub rep: Vec<(ItemIndex, f32)>,
+/// The three parts of a prefix's scores, raw, each with its maximum (a part is
+/// divided by it when blended). Sparse: items a part does not reach are absent.
+struct Components {
+    ii: FxHashMap<ItemIndex, f32>,
+    ii_max: f32,
+    knn: FxHashMap<ItemIndex, f32>,
+    knn_max: f32,
+    rep: Vec<(ItemIndex, f32)>,
+    rep_max: f32,
     /// Per-case multiplier of the repeat weight.
-    pub rep_mult: f32,
+    rep_mult: f32,
+}
+
+impl Components {
+    /// `score(j)` of the module doc; 0 for an item no part reaches.
+    fn blend(&self, item: ItemIndex, p: &Params) -> f32 {
+        let rep = self.rep.iter().find(|(j, _)| *j == item).map(|(_, s)| *s);
+        let mut score = 0.0;
+        for (raw, max, weight) in [
+            (self.ii.get(&item).copied(), self.ii_max, p.w_ii),
+            (self.knn.get(&item).copied(), self.knn_max, p.w_knn),
+            (rep, self.rep_max, p.w_rep * self.rep_mult),
+        ] {
+            if let (Some(raw), true) = (raw, weight != 0.0) {
+                score += weight * scaled(raw, max);
+            }
+        }
+        score
+    }
+}
+
+/// A part's score divided by the part's maximum (left as is when that is not positive).
+fn scaled(raw: f32, max: f32) -> f32 {
+    if max > 0.0 {
+        raw / max
+    } else {
+        raw
+    }
+}
+
+fn max_of<'a>(scores: impl IntoIterator<Item = &'a f32>) -> f32 {
+    scores.into_iter().fold(0.0f32, |a, &x| a.max(x))
+}
+
+/// The target normalisation of an item with decayed count `pop`.
+fn target_norm(pop: f32, p: &Params) -> f32 {
+    if p.ii_tgt_beta != 0.0 {
+        pop.max(1e-6).powf(-p.ii_tgt_beta)
+    } else {
+        1.0
+    }
 }
 
 impl SessionModel {
     pub fn new(params: Params) -> Self {
         SessionModel {
             params,
-            items: FxHashMap::default(),
+            items: ItemTable::default(),
             sessions: VecDeque::new(),
             first_sid: 0,
             key_to_sid: FxHashMap::default(),
@@ -256,13 +365,7 @@ impl SessionModel {
         if p.ii_time_tau > 0.0 {
             tw = ((sid.saturating_sub(self.time_origin)) as f32 / p.ii_time_tau).exp();
             if tw > RESCALE_AT {
-                let inv = 1.0 / tw;
-                for st in self.items.values_mut() {
-                    st.pop *= inv;
-                    for w in st.nbrs.values_mut() {
-                        *w *= inv;
-                    }
-                }
+                self.items.rescale(1.0 / tw, &self.params);
                 self.time_origin = sid;
                 tw = 1.0;
             }
@@ -295,10 +398,10 @@ impl SessionModel {
             }
             let gap = (d + 1) as f32;
             let wf = tw * if fp == 1.0 { 1.0 / gap } else { gap.powf(-fp) };
-            add_pair(&mut self.items, prev, item, wf, cap);
+            add_pair(self.items.get_mut(prev, &self.params), item, wf, cap);
             if bw > 0.0 {
                 let wb = tw * bw * if bp == 1.0 { 1.0 / gap } else { gap.powf(-bp) };
-                add_pair(&mut self.items, item, prev, wb, cap);
+                add_pair(self.items.get_mut(item, &self.params), prev, wb, cap);
             }
         }
 
@@ -306,8 +409,7 @@ impl SessionModel {
         if sess.items.len() > max_len {
             sess.items.remove(0);
         }
-        let st = self.items.entry(item).or_default();
-        st.pop += tw;
+        let st = self.items.add_pop(item, tw, &self.params);
         if !already {
             st.sessions.push_back(sid);
             while st.sessions.len() > spi {
@@ -320,29 +422,37 @@ impl SessionModel {
     /// (oldest first). `exclude`: the session being ranked, never its own neighbour.
     pub fn scores(&self, prefix: &[ItemIndex], exclude: Option<u64>) -> FxHashMap<ItemIndex, f32> {
         let c = self.components(prefix, exclude);
-        let p = &self.params;
-        let mut acc: FxHashMap<ItemIndex, f32> = FxHashMap::default();
-        acc.reserve(c.ii.len() + c.knn.len() + c.rep.len());
-        for (list, w) in [(&c.ii, p.w_ii), (&c.knn, p.w_knn), (&c.rep, p.w_rep * c.rep_mult)] {
-            if w == 0.0 {
-                continue;
-            }
-            for &(j, s) in list.iter() {
-                *acc.entry(j).or_insert(0.0) += w * s;
-            }
-        }
-        acc.retain(|_, score| *score > 0.0);
-        acc
+        let reached =
+            c.ii.keys()
+                .chain(c.knn.keys())
+                .chain(c.rep.iter().map(|(item, _)| item));
+        reached
+            .map(|&item| (item, c.blend(item, &self.params)))
+            .filter(|(_, score)| *score > 0.0)
+            .collect()
     }
 
-    /// The three components, each normalised by its maximum (for analysis/tuning).
-    pub fn components(&self, prefix: &[ItemIndex], exclude: Option<u64>) -> Components {
+    /// The blended score of each of `items` (0 where `scores` has none): what a
+    /// ranking request needs, without collecting the scores of every item reached.
+    pub fn scores_of(&self, prefix: &[ItemIndex], exclude: Option<u64>, items: &[Option<ItemIndex>]) -> Vec<f32> {
+        let c = self.components(prefix, exclude);
+        items
+            .iter()
+            .map(|item| item.map_or(0.0, |item| c.blend(item, &self.params).max(0.0)))
+            .collect()
+    }
+
+    /// The three parts for `prefix`, raw, with their maxima.
+    fn components(&self, prefix: &[ItemIndex], exclude: Option<u64>) -> Components {
         let p = &self.params;
         let n = prefix.len();
         let mut out = Components {
-            ii: Vec::new(),
-            knn: Vec::new(),
+            ii: FxHashMap::default(),
+            ii_max: 0.0,
+            knn: FxHashMap::default(),
+            knn_max: 0.0,
             rep: Vec::new(),
+            rep_max: 0.0,
             rep_mult: 1.0,
         };
         if n == 0 {
@@ -374,7 +484,8 @@ impl SessionModel {
                     None => rep.push((it, prof(t))),           // latest occurrence
                 }
             }
-            out.rep = normalise(rep);
+            out.rep_max = max_of(rep.iter().map(|(_, score)| score));
+            out.rep = rep;
             if p.rep_gamma != 0.0 {
                 let b = self.rep_bucket[rep_bucket_of(prefix)];
                 let (gr, gt) = self.rep_bucket.iter().fold((0.0, 0.0), |a, x| (a.0 + x[0], a.1 + x[1]));
@@ -387,8 +498,15 @@ impl SessionModel {
         // ---- item-to-item ----
         if p.w_ii != 0.0 {
             let mut acc: FxHashMap<ItemIndex, f32> = FxHashMap::default();
+            let recent = distinct.iter().take(p.ii_recent);
+            acc.reserve(
+                recent
+                    .filter_map(|&(it, _)| self.items.get(it))
+                    .map(|st| st.nbrs.len())
+                    .sum(),
+            );
             for (k, &(it, _)) in distinct.iter().take(p.ii_recent).enumerate() {
-                let st = match self.items.get(&it) {
+                let st = match self.items.get(it) {
                     Some(s) => s,
                     None => continue,
                 };
@@ -399,21 +517,17 @@ impl SessionModel {
                         1.0
                     };
                 for (&j, &w) in st.nbrs.iter() {
-                    let tn = if p.ii_tgt_beta != 0.0 {
-                        let pj = self.items.get(&j).map(|s| s.pop).unwrap_or(0.0);
-                        pj.max(1e-6).powf(-p.ii_tgt_beta)
-                    } else {
-                        1.0
-                    };
-                    *acc.entry(j).or_insert(0.0) += r * w * tn;
+                    *acc.entry(j).or_insert(0.0) += r * w * self.items.target_norm(j, p);
                 }
             }
-            out.ii = normalise(acc.into_iter().collect());
+            out.ii_max = max_of(acc.values());
+            out.ii = acc;
         }
 
         // ---- session kNN ----
         if p.w_knn != 0.0 {
-            out.knn = normalise(self.knn(&distinct, exclude));
+            out.knn = self.knn(&distinct, exclude);
+            out.knn_max = max_of(out.knn.values());
         }
         out
     }
@@ -424,12 +538,12 @@ impl SessionModel {
         ((self.rep_hits[t] + 0.1) / (self.rep_opp[t] + 1.0)) as f32
     }
 
-    fn knn(&self, distinct: &[(ItemIndex, usize)], exclude: Option<u64>) -> Vec<(ItemIndex, f32)> {
+    fn knn(&self, distinct: &[(ItemIndex, usize)], exclude: Option<u64>) -> FxHashMap<ItemIndex, f32> {
         let p = &self.params;
         // Candidates: union of the per-item recent-session lists, most recent first.
         let mut cand: Vec<u64> = Vec::new();
         for &(it, _) in distinct {
-            if let Some(st) = self.items.get(&it) {
+            if let Some(st) = self.items.get(it) {
                 cand.extend(st.sessions.iter().copied().filter(|&s| s >= self.first_sid));
             }
         }
@@ -491,14 +605,13 @@ impl SessionModel {
                 *acc.entry(it).or_insert(0.0) += sim * w;
             }
         }
-        acc.into_iter().collect()
+        acc
     }
 }
 
 /// W[from][to] += w, pruning `from`'s neighbour map to its `cap` heaviest
 /// entries once it holds more than 2*cap.
-fn add_pair(items: &mut FxHashMap<ItemIndex, ItemState>, from: ItemIndex, to: ItemIndex, w: f32, cap: usize) {
-    let st = items.entry(from).or_default();
+fn add_pair(st: &mut ItemState, to: ItemIndex, w: f32, cap: usize) {
     *st.nbrs.entry(to).or_insert(0.0) += w;
     if st.nbrs.len() > 2 * cap.max(1) {
         let mut v: Vec<(ItemIndex, f32)> = st.nbrs.drain().collect();
@@ -506,16 +619,6 @@ fn add_pair(items: &mut FxHashMap<ItemIndex, ItemState>, from: ItemIndex, to: It
         v.truncate(cap);
         st.nbrs.extend(v);
     }
-}
-
-fn normalise(mut v: Vec<(ItemIndex, f32)>) -> Vec<(ItemIndex, f32)> {
-    let mx = v.iter().fold(0.0f32, |a, x| a.max(x.1));
-    if mx > 0.0 {
-        for x in v.iter_mut() {
-            x.1 /= mx;
-        }
-    }
-    v
 }
 
 #[cfg(test)]
@@ -543,5 +646,24 @@ mod tests {
         let own = model.components(&[1], Some(7));
         assert!(own.knn.is_empty(), "only itself shares item 1");
         assert!(!model.components(&[1], None).knn.is_empty());
+    }
+
+    #[test]
+    fn scores_of_some_items_are_their_sparse_scores() {
+        let mut model = SessionModel::new(Params::default());
+        for session in 0..30u64 {
+            for step in 0..4 {
+                model.observe(session, ((session * 7 + step * 3) % 11) as ItemIndex);
+            }
+        }
+        let prefix = [3, 5, 3];
+        let sparse = model.scores(&prefix, Some(4));
+        assert!(sparse.len() > 3, "{sparse:?}");
+        let items: Vec<Option<ItemIndex>> = (0..14).map(Some).chain([None]).collect();
+        let dense = model.scores_of(&prefix, Some(4), &items);
+        for (item, score) in items.iter().zip(dense) {
+            let expected = item.and_then(|item| sparse.get(&item).copied()).unwrap_or(0.0);
+            assert_eq!(score, expected, "item {item:?}");
+        }
     }
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use compact_str::CompactString;
 use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use rustc_hash::FxHashMap;
@@ -39,10 +40,11 @@ pub use popularity::Popularity;
 /// A compact index of an item id in the artifacts.
 pub type ItemIndex = u32;
 
-/// Item ids ↔ their indexes (FxHash: ranking looks up every candidate here).
+/// Item ids ↔ their indexes. Ranking looks up every candidate here: FxHash, and
+/// ids stored inline, so that comparing one does not read another allocation.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ItemIds {
-    index: FxHashMap<String, ItemIndex>,
+    index: FxHashMap<CompactString, ItemIndex>,
     ids: Vec<String>,
 }
 
@@ -69,7 +71,7 @@ impl ItemIds {
         }
         let index = self.ids.len() as ItemIndex;
         self.ids.push(id.to_owned());
-        self.index.insert(id.to_owned(), index);
+        self.index.insert(CompactString::from(id), index);
         index
     }
 }
@@ -346,6 +348,8 @@ const CHUNK: usize = 1024;
 
 /// How long the learner lets rankings gather before it writes them.
 const RECORD_BATCH_WAIT: Duration = Duration::from_millis(1);
+/// How often rankings past `training.ranking_retention_ms` are deleted.
+const RANKING_PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Rankings waiting to be written: their keys and encoded records.
 type RecordBuffer = Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>;
@@ -372,9 +376,10 @@ impl Learner {
         let retrain_every = Duration::from_millis(self.config.retrain_interval_ms);
         let mut next_persist = Instant::now() + persist_every;
         let mut next_retrain = Instant::now() + retrain_every;
+        let mut next_prune = Instant::now();
         let mut dirty = caught_up > 0;
         loop {
-            let deadline = next_persist.min(next_retrain);
+            let deadline = next_persist.min(next_retrain).min(next_prune);
             let received = self.inbox.recv_deadline(deadline);
             match received {
                 Ok(Command::WriteRecords) => {
@@ -400,6 +405,10 @@ impl Learner {
                         }
                         next_retrain = Instant::now() + retrain_every;
                         dirty = true;
+                    }
+                    if Instant::now() >= next_prune {
+                        self.forget_old_rankings();
+                        next_prune = Instant::now() + RANKING_PRUNE_EVERY;
                     }
                     if Instant::now() >= next_persist {
                         if dirty {
@@ -431,7 +440,9 @@ impl Learner {
         }
     }
 
-    /// Writes the buffered rankings, in one batch.
+    /// Writes the buffered rankings, in one batch, without the WAL: they are what a
+    /// response showed, not anything a client was told is stored. A crash loses those
+    /// not yet flushed (their outcomes are then not learned from); a clean stop keeps them.
     fn write_records(&self) {
         let records = std::mem::take(&mut *self.records.lock());
         if records.is_empty() {
@@ -439,9 +450,9 @@ impl Learner {
         }
         let mut batch = self.storage.batch();
         for (key, bytes) in &records {
-            batch.put(Cf::Events, key, bytes);
+            batch.put(Cf::Rankings, key, bytes);
         }
-        if let Err(error) = batch.commit_unsynced() {
+        if let Err(error) = batch.commit_unlogged() {
             tracing::warn!(%error, "recording rankings failed; their outcomes will not be learned");
         }
     }
@@ -451,9 +462,26 @@ impl Learner {
         let rec_id = event.links.get("rec_id")?.as_str()?;
         let bytes = self
             .storage
-            .get(Cf::Events, &RecRecord::key(rec_id, self.shards))
+            .get(Cf::Rankings, &RecRecord::key(rec_id, self.shards))
             .ok()??;
         postcard::from_bytes(&bytes).ok()
+    }
+
+    /// Deletes the rankings older than `training.ranking_retention_ms`: every rec_id
+    /// below the first UUIDv7 of the cutoff millisecond.
+    fn forget_old_rankings(&self) {
+        let now_ms = chrono::Utc::now().timestamp_millis().max(0) as u64;
+        let cutoff_ms = now_ms.saturating_sub(self.config.ranking_retention_ms);
+        let cutoff = uuid::Builder::from_unix_timestamp_millis(cutoff_ms, &[0; 10]).into_uuid();
+        let cutoff = cutoff.to_string();
+        let mut batch = self.storage.batch();
+        for shard in 0..self.shards {
+            let (from, to) = keys::recs_before(shard, &cutoff);
+            batch.delete_range(Cf::Rankings, &from, &to);
+        }
+        if let Err(error) = batch.commit_unlogged() {
+            tracing::warn!(%error, "deleting old rankings failed; retrying in an hour");
+        }
     }
 
     /// Learns, into the shared artifacts, each shard's log past what they reflect.
@@ -537,6 +565,9 @@ impl Learner {
         };
         let mut batch = self.storage.batch();
         batch.put(Cf::Models, keys::TRAINED, &bytes);
+        for retired in keys::RETIRED_TRAINED {
+            batch.delete(Cf::Models, retired);
+        }
         match batch.commit() {
             Ok(()) => tracing::debug!(bytes = bytes.len(), "models persisted"),
             Err(error) => tracing::error!(%error, "persisting the models failed"),
@@ -564,5 +595,49 @@ mod tests {
         let ids: Vec<_> = record.shown.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["a", "b"]);
         assert_eq!(record.shown[0].1, [0.5, 1.0, 0.0, 0.0, 0.0]);
+    }
+    #[test]
+    fn rankings_past_the_retention_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path(), crate::config::Durability::Sync).unwrap();
+        let defaults = crate::config::Config::load(None).unwrap().training;
+        let config = TrainingConfig {
+            ranking_retention_ms: 3_600_000,
+            ..defaults.clone()
+        };
+        let shards = 4;
+        let now = chrono::Utc::now().timestamp_millis() as u64;
+        let rec_id = |age_ms: u64, tail: u8| {
+            uuid::Builder::from_unix_timestamp_millis(now - age_ms, &[tail; 10])
+                .into_uuid()
+                .to_string()
+        };
+        let old: Vec<String> = (0..20).map(|i| rec_id(3_700_000 + i * 1000, i as u8)).collect();
+        let kept: Vec<String> = (0..20).map(|i| rec_id(3_500_000 - i * 1000, i as u8)).collect();
+        for rec_id in old.iter().chain(&kept) {
+            storage
+                .put_unsynced(Cf::Rankings, &RecRecord::key(rec_id, shards), b"shown")
+                .unwrap();
+        }
+        let learner = Learner {
+            storage: storage.clone(),
+            records: RecordBuffer::default(),
+            shards,
+            config,
+            trained: Arc::new(RwLock::new(Trained::new(&defaults))),
+            inbox: unbounded().1,
+        };
+        learner.forget_old_rankings();
+        let stored = |rec_id: &String| {
+            storage
+                .get(Cf::Rankings, &RecRecord::key(rec_id, shards))
+                .unwrap()
+                .is_some()
+        };
+        assert!(
+            old.iter().all(|rec_id| !stored(rec_id)),
+            "a ranking past the retention is left"
+        );
+        assert!(kept.iter().all(stored), "a ranking within the retention was deleted");
     }
 }
