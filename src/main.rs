@@ -113,12 +113,14 @@ fn load_config(common: &CommonArgs) -> anyhow::Result<Config> {
 }
 
 fn keys_command(config: &Config, action: KeysAction) -> anyhow::Result<()> {
-    let storage = Storage::open(&config.storage.data_dir, config.storage.durability).with_context(|| {
-        format!(
-            "opening {} (is a server running on it?)",
-            config.storage.data_dir.display()
-        )
-    })?;
+    let retention = std::time::Duration::from_millis(config.training.ranking_retention_ms);
+    let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
+        .with_context(|| {
+            format!(
+                "opening {} (is a server running on it?)",
+                config.storage.data_dir.display()
+            )
+        })?;
     let clock = Arc::new(SystemClock);
     let keys = KeyStore::load(storage, clock.clone())?;
     let output = match action {

@@ -20,11 +20,11 @@ const PROFILE_ITEMS: usize = 10;
 pub(super) const MAX_CANDIDATES: usize = 10_000;
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let Value::Object(body) = request.json_value()? else {
+    let Value::Object(mut body) = request.json_value()? else {
         return Err(ApiError::validation("the body must be a JSON object"));
     };
     let model_id = model_id(&body)?;
-    let mut candidates = candidates(&body)?;
+    let mut candidates = candidates(&mut body)?;
     let user_id = optional_string(&body, "user_id")?;
     let session_id = optional_string(&body, "session_id")?;
     let request_context = request_context(&body)?;
@@ -209,8 +209,9 @@ fn model_id(body: &Map<String, Value>) -> Result<String, ApiError> {
     }
 }
 
-/// `item_ids` xor `items` (400 for both or neither), each id a non-empty string.
-fn candidates(body: &Map<String, Value>) -> Result<Vec<Candidate>, ApiError> {
+/// `item_ids` xor `items` (400 for both or neither), each id a non-empty string. Takes
+/// them out of `body`: the ids move into the candidates instead of being copied.
+fn candidates(body: &mut Map<String, Value>) -> Result<Vec<Candidate>, ApiError> {
     let present = |field: &str| body.get(field).is_some_and(|v| !v.is_null());
     let candidates = match (present("item_ids"), present("items")) {
         (true, true) => {
@@ -224,13 +225,13 @@ fn candidates(body: &Map<String, Value>) -> Result<Vec<Candidate>, ApiError> {
             ))
         }
         (true, false) => {
-            let Some(Value::Array(ids)) = body.get("item_ids") else {
+            let Some(Value::Array(ids)) = body.remove("item_ids") else {
                 return Err(ApiError::validation("\"item_ids\" must be an array of strings"));
             };
-            ids.iter()
+            ids.into_iter()
                 .map(|id| {
                     Ok(Candidate {
-                        id: item_id(id, "item_ids")?,
+                        id: take_item_id(id, "item_ids")?,
                         attributes: Map::new(),
                         features: None,
                     })
@@ -286,8 +287,19 @@ fn item_candidate(item: &Value) -> Result<Candidate, ApiError> {
 pub(super) fn item_id(value: &Value, field: &str) -> Result<String, ApiError> {
     match value {
         Value::String(id) if !id.is_empty() => Ok(id.clone()),
-        _ => Err(ApiError::validation(format!("{field} must hold non-empty string ids"))),
+        _ => Err(item_id_error(field)),
     }
+}
+
+fn take_item_id(value: Value, field: &str) -> Result<String, ApiError> {
+    match value {
+        Value::String(id) if !id.is_empty() => Ok(id),
+        _ => Err(item_id_error(field)),
+    }
+}
+
+fn item_id_error(field: &str) -> ApiError {
+    ApiError::validation(format!("{field} must hold non-empty string ids"))
 }
 
 pub(super) fn optional_string(body: &Map<String, Value>, field: &str) -> Result<Option<String>, ApiError> {

@@ -14,9 +14,10 @@ mod mock;
 pub mod modules;
 mod registry;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use rustc_hash::FxHashSet;
 use serde_json::{Map, Value};
 
 pub use crate::engine::signals::Signals;
@@ -148,7 +149,7 @@ pub fn rank(
 /// For each candidate whose id occurs more than once: its own values of the
 /// attributes that differ within the group.
 fn duplicate_echoes(candidates: &[Candidate]) -> HashMap<usize, Map<String, Value>> {
-    let mut seen = HashSet::with_capacity(candidates.len());
+    let mut seen = FxHashSet::with_capacity_and_hasher(candidates.len(), Default::default());
     if candidates.iter().all(|candidate| seen.insert(candidate.id.as_str())) {
         return HashMap::new();
     }

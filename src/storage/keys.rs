@@ -84,12 +84,6 @@ pub fn rec(shard: ShardId, rec_id: &str) -> Vec<u8> {
     key
 }
 
-/// `rankings`: the key range of `shard`'s rankings whose rec_id sorts before `rec_id`.
-/// Rec_ids are UUIDv7 in text, which sort by time.
-pub fn recs_before(shard: ShardId, rec_id: &str) -> (Vec<u8>, Vec<u8>) {
-    (rec(shard, ""), rec(shard, rec_id))
-}
-
 /// `models`: the learned artifacts of the node. The key names the encoding's version:
 /// a node never decodes another version's artifacts (it relearns them from the log).
 pub const TRAINED: &[u8] = b"trained.2";

@@ -14,6 +14,7 @@ pub use commit::{CommitQueue, Op};
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 
@@ -83,6 +84,20 @@ pub enum StorageError {
     Corrupt { key: String, reason: String },
 }
 
+/// Rankings are written at the rate of ranking requests, read back by rec_id, and expire
+/// by age: FIFO compaction writes each byte once (flush only; leveled compaction
+/// rewrote it level by level, most of the node's disk writes under ranking load) and
+/// drops whole files past the retention (the TTL). Uncompressed: they are mostly
+/// floats, which LZ4 barely shrinks at the cost of a burst of CPU per flush.
+fn rankings_options(options: &mut Options, retention: Duration) {
+    options.set_compression_type(rocksdb::DBCompressionType::None);
+    options.set_compaction_style(rocksdb::DBCompactionStyle::Fifo);
+    let mut fifo = rocksdb::FifoCompactOptions::default();
+    fifo.set_max_table_files_size(MAX_RANKING_BYTES);
+    options.set_fifo_compaction_options(&fifo);
+    options.set_ttl(retention.as_secs().max(1));
+}
+
 /// A stored key and its value.
 pub type Entry = (Box<[u8]>, Box<[u8]>);
 
@@ -93,9 +108,26 @@ pub struct Storage {
     durability: Durability,
 }
 
+/// Rankings kept by [`Storage::open`] (the node passes `training.ranking_retention_ms`).
+pub const DEFAULT_RANKING_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The rankings column family never holds more than this: past it, its oldest files go
+/// even within the retention (a disk guard for sustained peak load).
+const MAX_RANKING_BYTES: u64 = 16 << 30;
+
 impl Storage {
-    /// Opens (creating if needed) the database under `path`.
+    /// Opens (creating if needed) the database under `path`, keeping rankings
+    /// [`DEFAULT_RANKING_RETENTION`].
     pub fn open(path: &Path, durability: Durability) -> Result<Storage, StorageError> {
+        Storage::open_retaining(path, durability, DEFAULT_RANKING_RETENTION)
+    }
+
+    /// Opens the database under `path`; rankings older than `ranking_retention` are dropped.
+    pub fn open_retaining(
+        path: &Path,
+        durability: Durability,
+        ranking_retention: Duration,
+    ) -> Result<Storage, StorageError> {
         let mut options = Options::default();
         options.create_if_missing(true);
         options.create_missing_column_families(true);
@@ -110,13 +142,11 @@ impl Storage {
             table.set_bloom_filter(10.0, false);
             table.set_cache_index_and_filter_blocks(true);
             let mut cf_options = Options::default();
-            // Rankings are mostly floats, written at the rate of ranking requests: LZ4
-            // barely shrinks them and cost a flush burst every few seconds under load.
-            let compression = match cf {
-                Cf::Rankings => rocksdb::DBCompressionType::None,
-                _ => rocksdb::DBCompressionType::Lz4,
-            };
-            cf_options.set_compression_type(compression);
+            if *cf == Cf::Rankings {
+                rankings_options(&mut cf_options, ranking_retention);
+            } else {
+                cf_options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+            }
             cf_options.set_block_based_table_factory(&table);
             cf_options.set_write_buffer_size(64 << 20);
             ColumnFamilyDescriptor::new(cf.name(), cf_options)
@@ -312,5 +342,29 @@ mod tests {
         assert_eq!(storage.get(Cf::Items, b"b1").unwrap(), Some(b"z".to_vec()));
         let got = storage.multi_get(Cf::Items, &[b"b1".to_vec(), b"zz".to_vec()]).unwrap();
         assert_eq!(got, vec![Some(b"z".to_vec()), None]);
+    }
+    #[test]
+    fn rankings_past_the_retention_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open_retaining(dir.path(), Durability::Sync, Duration::from_secs(1)).unwrap();
+        let put = |key: &[u8]| {
+            let mut batch = storage.batch();
+            batch.put(Cf::Rankings, key, b"shown");
+            batch.commit_unlogged().unwrap();
+            storage.flush_cf(Cf::Rankings).unwrap();
+        };
+        put(b"old");
+        std::thread::sleep(Duration::from_millis(2100));
+        // A flush lets RocksDB pick a compaction, which drops the files past the TTL.
+        put(b"new");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while storage.get(Cf::Rankings, b"old").unwrap().is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a ranking past the retention is still stored"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(storage.get(Cf::Rankings, b"new").unwrap(), Some(b"shown".to_vec()));
     }
 }

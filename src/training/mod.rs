@@ -346,10 +346,10 @@ impl Training {
 /// Learned events are written under the lock in chunks this big.
 const CHUNK: usize = 1024;
 
-/// How long the learner lets rankings gather before it writes them.
-const RECORD_BATCH_WAIT: Duration = Duration::from_millis(1);
-/// How often rankings past `training.ranking_retention_ms` are deleted.
-const RANKING_PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// How long the learner lets rankings gather before it writes them: one wake-up and
+/// one write per 10 ms at most, however many rankings are served (an outcome naming
+/// one never waits for it: the learner writes the buffer before it learns).
+const RECORD_BATCH_WAIT: Duration = Duration::from_millis(10);
 
 /// Rankings waiting to be written: their keys and encoded records.
 type RecordBuffer = Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>;
@@ -376,10 +376,9 @@ impl Learner {
         let retrain_every = Duration::from_millis(self.config.retrain_interval_ms);
         let mut next_persist = Instant::now() + persist_every;
         let mut next_retrain = Instant::now() + retrain_every;
-        let mut next_prune = Instant::now();
         let mut dirty = caught_up > 0;
         loop {
-            let deadline = next_persist.min(next_retrain).min(next_prune);
+            let deadline = next_persist.min(next_retrain);
             let received = self.inbox.recv_deadline(deadline);
             match received {
                 Ok(Command::WriteRecords) => {
@@ -405,10 +404,6 @@ impl Learner {
                         }
                         next_retrain = Instant::now() + retrain_every;
                         dirty = true;
-                    }
-                    if Instant::now() >= next_prune {
-                        self.forget_old_rankings();
-                        next_prune = Instant::now() + RANKING_PRUNE_EVERY;
                     }
                     if Instant::now() >= next_persist {
                         if dirty {
@@ -465,23 +460,6 @@ impl Learner {
             .get(Cf::Rankings, &RecRecord::key(rec_id, self.shards))
             .ok()??;
         postcard::from_bytes(&bytes).ok()
-    }
-
-    /// Deletes the rankings older than `training.ranking_retention_ms`: every rec_id
-    /// below the first UUIDv7 of the cutoff millisecond.
-    fn forget_old_rankings(&self) {
-        let now_ms = chrono::Utc::now().timestamp_millis().max(0) as u64;
-        let cutoff_ms = now_ms.saturating_sub(self.config.ranking_retention_ms);
-        let cutoff = uuid::Builder::from_unix_timestamp_millis(cutoff_ms, &[0; 10]).into_uuid();
-        let cutoff = cutoff.to_string();
-        let mut batch = self.storage.batch();
-        for shard in 0..self.shards {
-            let (from, to) = keys::recs_before(shard, &cutoff);
-            batch.delete_range(Cf::Rankings, &from, &to);
-        }
-        if let Err(error) = batch.commit_unlogged() {
-            tracing::warn!(%error, "deleting old rankings failed; retrying in an hour");
-        }
     }
 
     /// Learns, into the shared artifacts, each shard's log past what they reflect.
@@ -595,49 +573,5 @@ mod tests {
         let ids: Vec<_> = record.shown.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["a", "b"]);
         assert_eq!(record.shown[0].1, [0.5, 1.0, 0.0, 0.0, 0.0]);
-    }
-    #[test]
-    fn rankings_past_the_retention_are_deleted() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = Storage::open(dir.path(), crate::config::Durability::Sync).unwrap();
-        let defaults = crate::config::Config::load(None).unwrap().training;
-        let config = TrainingConfig {
-            ranking_retention_ms: 3_600_000,
-            ..defaults.clone()
-        };
-        let shards = 4;
-        let now = chrono::Utc::now().timestamp_millis() as u64;
-        let rec_id = |age_ms: u64, tail: u8| {
-            uuid::Builder::from_unix_timestamp_millis(now - age_ms, &[tail; 10])
-                .into_uuid()
-                .to_string()
-        };
-        let old: Vec<String> = (0..20).map(|i| rec_id(3_700_000 + i * 1000, i as u8)).collect();
-        let kept: Vec<String> = (0..20).map(|i| rec_id(3_500_000 - i * 1000, i as u8)).collect();
-        for rec_id in old.iter().chain(&kept) {
-            storage
-                .put_unsynced(Cf::Rankings, &RecRecord::key(rec_id, shards), b"shown")
-                .unwrap();
-        }
-        let learner = Learner {
-            storage: storage.clone(),
-            records: RecordBuffer::default(),
-            shards,
-            config,
-            trained: Arc::new(RwLock::new(Trained::new(&defaults))),
-            inbox: unbounded().1,
-        };
-        learner.forget_old_rankings();
-        let stored = |rec_id: &String| {
-            storage
-                .get(Cf::Rankings, &RecRecord::key(rec_id, shards))
-                .unwrap()
-                .is_some()
-        };
-        assert!(
-            old.iter().all(|rec_id| !stored(rec_id)),
-            "a ranking past the retention is left"
-        );
-        assert!(kept.iter().all(stored), "a ranking within the retention was deleted");
     }
 }

@@ -30,7 +30,7 @@ impl Decaying {
 }
 
 fn halving(elapsed_ms: i64, half_life_ms: f64) -> f64 {
-    0.5f64.powf(elapsed_ms.max(0) as f64 / half_life_ms)
+    (-(elapsed_ms.max(0) as f64) / half_life_ms).exp2()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
