@@ -226,7 +226,7 @@ impl Storage {
     }
 
     /// Writes through the WAL without waiting for its fsync: records that are worth
-    /// keeping but acknowledge nothing to a client (what a ranking showed).
+    /// keeping but acknowledge nothing to a client (a conversation's turns).
     pub fn put_unsynced(&self, cf: Cf, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
         Ok(self.db.put_cf_opt(self.cf(cf), key, value, &WriteOptions::default())?)
     }
@@ -289,14 +289,6 @@ impl Batch<'_> {
     pub fn commit(self) -> Result<(), StorageError> {
         let mut options = WriteOptions::default();
         options.set_sync(self.storage.durability == Durability::Sync);
-        self.write(&options)
-    }
-
-    /// Writes the batch atomically through the WAL without waiting for its fsync,
-    /// like [`Storage::put_unsynced`].
-    pub fn commit_unsynced(self) -> Result<(), StorageError> {
-        let mut options = WriteOptions::default();
-        options.set_sync(false);
         self.write(&options)
     }
 

@@ -422,14 +422,29 @@ impl SessionModel {
     /// (oldest first). `exclude`: the session being ranked, never its own neighbour.
     pub fn scores(&self, prefix: &[ItemIndex], exclude: Option<u64>) -> FxHashMap<ItemIndex, f32> {
         let c = self.components(prefix, exclude);
-        let reached =
-            c.ii.keys()
-                .chain(c.knn.keys())
-                .chain(c.rep.iter().map(|(item, _)| item));
-        reached
-            .map(|&item| (item, c.blend(item, &self.params)))
-            .filter(|(_, score)| *score > 0.0)
-            .collect()
+        let p = &self.params;
+        let mut scores: FxHashMap<ItemIndex, f32> = FxHashMap::default();
+        scores.reserve(c.ii.len() + c.knn.len() + c.rep.len());
+        // Part by part, in the order `blend` adds them, so both give the same floats.
+        let parts: [(&mut dyn Iterator<Item = (&ItemIndex, &f32)>, f32, f32); 3] = [
+            (&mut c.ii.iter(), c.ii_max, p.w_ii),
+            (&mut c.knn.iter(), c.knn_max, p.w_knn),
+            (
+                &mut c.rep.iter().map(|(item, score)| (item, score)),
+                c.rep_max,
+                p.w_rep * c.rep_mult,
+            ),
+        ];
+        for (part, max, weight) in parts {
+            if weight == 0.0 {
+                continue;
+            }
+            for (&item, &raw) in part {
+                *scores.entry(item).or_insert(0.0) += weight * scaled(raw, max);
+            }
+        }
+        scores.retain(|_, score| *score > 0.0);
+        scores
     }
 
     /// The blended score of each of `items` (0 where `scores` has none): what a
