@@ -426,23 +426,20 @@ impl SessionModel {
         let mut scores: FxHashMap<ItemIndex, f32> = FxHashMap::default();
         scores.reserve(c.ii.len() + c.knn.len() + c.rep.len());
         // Part by part, in the order `blend` adds them, so both give the same floats.
-        let parts: [(&mut dyn Iterator<Item = (&ItemIndex, &f32)>, f32, f32); 3] = [
-            (&mut c.ii.iter(), c.ii_max, p.w_ii),
-            (&mut c.knn.iter(), c.knn_max, p.w_knn),
-            (
-                &mut c.rep.iter().map(|(item, score)| (item, score)),
-                c.rep_max,
-                p.w_rep * c.rep_mult,
-            ),
-        ];
-        for (part, max, weight) in parts {
-            if weight == 0.0 {
-                continue;
+        let mut add = |part: &mut dyn Iterator<Item = (&ItemIndex, &f32)>, max: f32, weight: f32| {
+            if weight != 0.0 {
+                for (&item, &raw) in part {
+                    *scores.entry(item).or_insert(0.0) += weight * scaled(raw, max);
+                }
             }
-            for (&item, &raw) in part {
-                *scores.entry(item).or_insert(0.0) += weight * scaled(raw, max);
-            }
-        }
+        };
+        add(&mut c.ii.iter(), c.ii_max, p.w_ii);
+        add(&mut c.knn.iter(), c.knn_max, p.w_knn);
+        add(
+            &mut c.rep.iter().map(|(item, score)| (item, score)),
+            c.rep_max,
+            p.w_rep * c.rep_mult,
+        );
         scores.retain(|_, score| *score > 0.0);
         scores
     }
