@@ -377,14 +377,15 @@ impl Learner {
         let mut next_persist = Instant::now() + persist_every;
         let mut next_retrain = Instant::now() + retrain_every;
         let mut dirty = caught_up > 0;
+        // When the buffered rankings are to be written; events are learned meanwhile.
+        let mut records_due: Option<Instant> = None;
         loop {
             let deadline = next_persist.min(next_retrain);
-            let received = self.inbox.recv_deadline(deadline);
-            match received {
+            let deadline = records_due.map_or(deadline, |due| due.min(deadline));
+            match self.inbox.recv_deadline(deadline) {
                 Ok(Command::WriteRecords) => {
                     // Rankings that follow within the wait share the write.
-                    std::thread::sleep(RECORD_BATCH_WAIT);
-                    self.write_records();
+                    records_due.get_or_insert_with(|| Instant::now() + RECORD_BATCH_WAIT);
                 }
                 Ok(Command::Learn(events)) => {
                     self.write_records();
@@ -398,6 +399,10 @@ impl Learner {
                 }
                 Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {
+                    if records_due.is_some_and(|due| Instant::now() >= due) {
+                        self.write_records();
+                        records_due = None;
+                    }
                     if Instant::now() >= next_retrain {
                         if let Err(error) = self.retrain() {
                             tracing::error!(%error, "periodic retraining failed");
