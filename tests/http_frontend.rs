@@ -270,6 +270,87 @@ fn body_limit_is_enforced_with_content_length_and_chunked() {
     assert_eq!(small["pad"], "x");
 }
 
+/// A refused body that is still arriving when the server answers: the client must
+/// be able to finish sending, read the error, and go on using the connection.
+/// (A server that closes with unread input resets the connection, and the reset
+/// can destroy the error response before the client reads it.)
+#[test]
+fn refused_bodies_are_read_to_their_end_before_the_connection_goes_on() {
+    let server = TestServer::start_with_env(&[("RANKSTREAM__SERVER__BODY_LIMIT_BYTES", "1024")]);
+    let address = server.base_url.trim_start_matches("http://").to_string();
+    let padding = "x".repeat(8000);
+    let big_item = format!("{{\"id\": \"big\", \"pad\": \"{padding}\"}}");
+    let (first_half, second_half) = big_item.split_at(big_item.len() / 2);
+
+    let key = format!("Authorization: Bearer {}\r\n", server.admin_key);
+    let announced = format!("Content-Length: {}\r\n", big_item.len());
+    let chunked = "Transfer-Encoding: chunked\r\n".to_string();
+    let chunk = |part: &str| format!("{:x}\r\n{part}\r\n", part.len());
+    let plain_parts = (first_half.to_string(), second_half.to_string());
+    let chunked_parts = (chunk(first_half), format!("{}0\r\n\r\n", chunk(second_half)));
+    let cases = [
+        (
+            "announced too large",
+            &key,
+            &announced,
+            &plain_parts,
+            413,
+            "payload_too_large",
+        ),
+        (
+            "streamed too large",
+            &key,
+            &chunked,
+            &chunked_parts,
+            413,
+            "payload_too_large",
+        ),
+        (
+            "without a key",
+            &String::new(),
+            &announced,
+            &plain_parts,
+            401,
+            "unauthorized",
+        ),
+    ];
+    for (case, auth, framing, (first, second), status, code) in cases {
+        let mut stream = TcpStream::connect(&address).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let head = format!(
+            "PUT /v1/catalog/item HTTP/1.1\r\nHost: {address}\r\n{auth}\
+             Content-Type: application/json\r\n{framing}\r\n"
+        );
+        stream.write_all(format!("{head}{first}").as_bytes()).unwrap();
+        // The server can answer from what it has; the rest of the body comes later.
+        std::thread::sleep(Duration::from_millis(300));
+        stream.write_all(second.as_bytes()).unwrap();
+
+        let response = read_one_response(&mut stream);
+        assert!(
+            response.starts_with(&format!("HTTP/1.1 {status}")),
+            "{case}: expected {status}, got:\n{response}"
+        );
+        let body = response_json(&response).unwrap_or_else(|| panic!("{case}: no JSON body in:\n{response}"));
+        assert_eq!(body["code"], code, "{case}: {body}");
+
+        // The same connection serves the next request.
+        let next = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\n\r\n");
+        stream.write_all(next.as_bytes()).unwrap();
+        let response = read_one_response(&mut stream);
+        assert!(
+            response.starts_with("HTTP/1.1 200"),
+            "{case}: the connection did not go on after the refusal, got:\n{response}"
+        );
+    }
+    assert_error(
+        &server.admin_get("/v1/catalog/item/items/big"),
+        404,
+        "not_found",
+        "big item",
+    );
+}
+
 #[test]
 fn stalled_body_gets_408() {
     let server = TestServer::start_with_env(&[("RANKSTREAM__SERVER__REQUEST_TIMEOUT_MS", "300")]);

@@ -3,7 +3,8 @@
 # tests, release profile). Extra arguments go to `cargo test`, e.g.
 #   tools/test.sh --test catalog          # one integration test file
 #   tools/test.sh -- --nocapture          # options for the test binaries
-# Exits non-zero when the build or any test fails.
+# Every test binary runs even after a failure, so one run reports all failures;
+# exits non-zero when the build or any test fails.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,4 +13,4 @@ if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
 fi
 
 bash tools/setup.sh
-exec cargo test --release "$@"
+exec cargo test --release --no-fail-fast "$@"

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::FutureExt;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Body as _;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::server::conn::http1;
@@ -208,27 +209,19 @@ async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAd
 }
 
 async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpResponse, ApiError> {
-    let path = request.uri().path();
-    let (endpoint, params) =
-        Endpoint::match_path(path).ok_or_else(|| ApiError::NotFound(format!("no route for {path}")))?;
-    let method = request.method().clone();
-    if !endpoint.methods().contains(&method) {
-        return Err(ApiError::MethodNotAllowed {
-            method,
-            allowed: endpoint.methods(),
-        });
-    }
-    if let Some(scope) = endpoint.scope(&method) {
-        let key = auth::authorize(&state.keys, request.headers(), scope)?;
-        state.limits.check(&key)?;
-    }
-    let query = request.uri().query().map(str::to_owned);
     let (parts, body) = request.into_parts();
+    let (endpoint, params) = match admit(state, &parts) {
+        Ok(admitted) => admitted,
+        Err(error) => {
+            discard(body, content_length(&parts.headers));
+            return Err(error);
+        }
+    };
     let body = read_body(&parts.headers, body, state.config.body_limit_bytes).await?;
     let request = ApiRequest {
-        method,
+        method: parts.method,
         params,
-        query,
+        query: parts.uri.query().map(str::to_owned),
         headers: parts.headers,
         body,
     };
@@ -258,21 +251,75 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
     }
 }
 
+/// The endpoint and path parameters of a request that may go on to its body:
+/// 404/405, then key and scope (401/403), then the key's rate quota (429).
+fn admit(state: &AppState, parts: &hyper::http::request::Parts) -> Result<(Endpoint, Vec<String>), ApiError> {
+    let path = parts.uri.path();
+    let (endpoint, params) =
+        Endpoint::match_path(path).ok_or_else(|| ApiError::NotFound(format!("no route for {path}")))?;
+    if !endpoint.methods().contains(&parts.method) {
+        return Err(ApiError::MethodNotAllowed {
+            method: parts.method.clone(),
+            allowed: endpoint.methods(),
+        });
+    }
+    if let Some(scope) = endpoint.scope(&parts.method) {
+        let key = auth::authorize(&state.keys, &parts.headers, scope)?;
+        state.limits.check(&key)?;
+    }
+    Ok((endpoint, params))
+}
+
 /// Reads the whole body, refusing more than `limit` bytes whether announced by
 /// Content-Length or streamed in chunks.
-async fn read_body(headers: &HeaderMap, body: Incoming, limit: usize) -> Result<Bytes, ApiError> {
-    let announced = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+async fn read_body(headers: &HeaderMap, mut body: Incoming, limit: usize) -> Result<Bytes, ApiError> {
+    let announced = content_length(headers);
     if announced.is_some_and(|length| length > limit as u64) {
+        discard(body, announced);
         return Err(ApiError::PayloadTooLarge(limit));
     }
-    match Limited::new(body, limit).collect().await {
+    match Limited::new(&mut body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(ApiError::PayloadTooLarge(limit)),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+            discard(body, announced);
+            Err(ApiError::PayloadTooLarge(limit))
+        }
         Err(error) => Err(ApiError::InvalidCombination(format!(
             "could not read the request body: {error}"
         ))),
     }
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Most bytes of a refused body that `discard` reads.
+const DISCARD_LIMIT_BYTES: u64 = 1 << 20;
+/// Longest time `discard` spends on one refused body.
+const DISCARD_TIME: Duration = Duration::from_secs(5);
+
+/// Reads what is left of a refused request body in the background, while the
+/// error response goes out, and drops it. A socket closed with unread input sends
+/// a reset, and the reset can destroy the error response before the client has
+/// read it; once the body is read, the connection even stays open for the next
+/// request. Bounded in bytes and time: past either, hyper closes the connection.
+fn discard(mut body: Incoming, announced: Option<u64>) {
+    if body.is_end_stream() || announced.is_some_and(|length| length > DISCARD_LIMIT_BYTES) {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut left = DISCARD_LIMIT_BYTES;
+        let read_to_end = async {
+            while let Some(Ok(frame)) = body.frame().await {
+                let read = frame.data_ref().map_or(0, |data| data.len() as u64);
+                left = left.checked_sub(read)?;
+            }
+            Some(())
+        };
+        let _ = tokio::time::timeout(DISCARD_TIME, read_to_end).await;
+    });
 }
