@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
-use crate::api::{self, AppState, ChatState, RankingStats, RateLimits};
+use crate::api::{self, AppState, ChatState, RankingStats, RateLimits, RequestTimes};
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::engine::Engine;
@@ -100,6 +100,7 @@ pub async fn run(
         embedder,
         embed_config: config.embed.clone(),
         chat: chat.clone(),
+        request_times: RequestTimes::default(),
     });
     api::serve(listener, state, shutdown).await;
 

@@ -216,6 +216,36 @@ fn malformed_json_and_wrong_reserved_types() {
 }
 
 #[test]
+fn admin_stats_show_request_times_per_endpoint() {
+    let server = TestServer::start();
+    for _ in 0..5 {
+        let reply = server.send(Method::GET, "/healthz", Auth::None, Payload::Empty, &[]);
+        assert_status(&reply.pair(), 200, "healthz");
+    }
+    assert_error(&server.admin_get("/nope"), 404, "not_found", "unrouted");
+    assert_error(&server.admin_get("/v1/users/nobody"), 404, "not_found", "unknown user");
+    let recommend = json!({"model_id": "test_model_item_200", "user_id": "u", "item_ids": ["a", "b"]});
+    assert_status(&server.admin_post("/v1/recommend", recommend), 200, "recommend");
+
+    let (_, stats) = server.admin_get("/v1/admin/stats");
+    let requests = stats["requests"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no requests in {stats}"));
+    assert_eq!(requests["/healthz"]["requests"], 5, "{stats}");
+    assert_eq!(requests["/v1/users/{uid}"]["requests"], 1, "{stats}");
+    assert_eq!(requests["/v1/recommend"]["requests"], 1, "{stats}");
+    let times = &requests["/v1/recommend"];
+    for field in ["p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"] {
+        let ms = times[field].as_f64().unwrap_or_else(|| panic!("{field} in {times}"));
+        assert!(ms > 0.0 && ms < 10_000.0, "{field} in {times}");
+    }
+    // Only routed endpoints that served are listed; this request is counted after its answer.
+    assert_eq!(requests.len(), 3, "{stats}");
+    let (_, again) = server.admin_get("/v1/admin/stats");
+    assert_eq!(again["requests"]["/v1/admin/stats"]["requests"], 1, "{again}");
+}
+
+#[test]
 fn body_limit_is_enforced_with_content_length_and_chunked() {
     let server = TestServer::start_with_env(&[("RANKSTREAM__SERVER__BODY_LIMIT_BYTES", "1024")]);
     let admin = server.admin_key.clone();

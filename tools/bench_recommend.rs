@@ -23,6 +23,8 @@
 //!    keep-alive connections (the first free one takes it); latency runs from the scheduled
 //!    time to the end of the response, so a stalled server is not hidden by a waiting client
 //!    (no coordinated omission).
+//! 4. rankstream's own account: its recommend time per request from `/v1/admin/stats`
+//!    (parsed request head -> response ready), over all the run's recommend requests.
 //!
 //! Every response must be a 200: non-200s are counted and reported, and make the run fail
 //! (no Markdown is written then).
@@ -44,7 +46,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
 use clap::Parser;
 use http_body_util::{BodyExt, Full};
@@ -622,6 +624,41 @@ struct Report {
     bare_failures: Failures,
     ours_failures: Failures,
     bare_threads: usize,
+    /// rankstream's own account of its recommend requests (`/v1/admin/stats`), all phases.
+    server_times: ServerTimes,
+}
+
+/// `requests["/v1/recommend"]` of `/v1/admin/stats`: the time from the parsed request
+/// head to the ready response, over every recommend request the server answered.
+#[derive(Debug, serde::Deserialize)]
+struct ServerTimes {
+    requests: u64,
+    p50_ms: f64,
+    p99_ms: f64,
+    p999_ms: f64,
+    max_ms: f64,
+}
+
+impl ServerTimes {
+    async fn read(target: &Target) -> Result<ServerTimes> {
+        let mut sender = target.connect().await?;
+        let (status, body) = target.get(&mut sender, "/v1/admin/stats").await?;
+        ensure!(status == StatusCode::OK, "GET /v1/admin/stats: {status}");
+        let stats: Value = serde_json::from_slice(&body)?;
+        let times = stats["requests"]["/v1/recommend"].clone();
+        serde_json::from_value(times).context("no /v1/recommend times in /v1/admin/stats")
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{} requests: p50 {}, p99 {}, p99.9 {}, max {}",
+            thousands(self.requests as f64),
+            ms(self.p50_ms),
+            ms(self.p99_ms),
+            ms(self.p999_ms),
+            ms(self.max_ms)
+        )
+    }
 }
 
 impl Report {
@@ -761,6 +798,12 @@ fn markdown_section(args: &Args, report: &Report) -> String {
         "\nSend lag: scheduled time -> the request handed to its connection (the client's own share of the \
          latency, included in it).\n",
     );
+    out.push_str(&format!(
+        "\nrankstream's own time per recommend, as its `/v1/admin/stats` counts it (parsed request head -> \
+         response ready, waits for a CPU while it ran included; over every recommend request of the run, the \
+         closed-loop rounds at full load too): {}.\n",
+        report.server_times.summary()
+    ));
     out
 }
 
@@ -825,6 +868,11 @@ async fn measure(
     print_latency("rankstream", &ours_latency);
     let bare_latency = open_loop(bare, bodies, n, rate, seconds).await?;
     print_latency("bare hyper", &bare_latency);
+    let server_times = ServerTimes::read(ours).await?;
+    println!(
+        "rankstream's own time per recommend (/v1/admin/stats, all phases), {}",
+        server_times.summary()
+    );
     Ok(Report {
         response_bytes,
         bare_bytes,
@@ -835,6 +883,7 @@ async fn measure(
         bare_failures,
         ours_failures,
         bare_threads,
+        server_times,
     })
 }
 

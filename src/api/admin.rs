@@ -70,7 +70,8 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                 "state_read_errors": state.ranking.state_errors.load(Ordering::Relaxed),
             });
             let chat = state.chat.stats_json();
-            ok(&json!({ "kafka": stream, "models": models, "ranking": ranking, "chat": chat }))
+            let requests = state.request_times.to_json();
+            ok(&json!({ "kafka": stream, "models": models, "ranking": ranking, "chat": chat, "requests": requests }))
         }
         (Endpoint::AdminRetrain, _) => {
             let report = state.training.retrain().await.map_err(ApiError::Unavailable)?;

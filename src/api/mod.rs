@@ -15,6 +15,7 @@ mod events;
 mod image_fetch;
 mod recommend;
 mod recommend_module;
+mod request_times;
 mod rerank;
 mod routes;
 pub(crate) mod search;
@@ -47,6 +48,7 @@ use tokio::net::TcpListener;
 pub use auth::RateLimits;
 pub use chat::ChatState;
 pub use error::ApiError;
+pub use request_times::RequestTimes;
 use routes::Endpoint;
 
 use crate::config::ServerConfig;
@@ -82,6 +84,8 @@ pub struct AppState {
     pub embed_config: crate::config::EmbedConfig,
     /// `POST /chat`: the conversation actors, the optional LLM, counters.
     pub chat: Arc<ChatState>,
+    /// Time spent on requests, per endpoint.
+    pub request_times: RequestTimes,
 }
 
 /// How the ranking path fares reading live state.
@@ -197,20 +201,29 @@ async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAd
     let started = Instant::now();
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let deadline_ms = state.config.request_timeout_ms;
-    let work = AssertUnwindSafe(route(&state, request)).catch_unwind();
+    let matched = Endpoint::match_path(&path);
+    let endpoint = matched.as_ref().map(|(endpoint, _)| *endpoint);
+    let work = AssertUnwindSafe(route(&state, matched, request)).catch_unwind();
     let response = match tokio::time::timeout(Duration::from_millis(deadline_ms), work).await {
         Ok(Ok(Ok(response))) => response,
         Ok(Ok(Err(error))) => error.into_response(),
         Ok(Err(_panic)) => ApiError::Internal("the request handler panicked".into()).into_response(),
         Err(_elapsed) => ApiError::Timeout(deadline_ms).into_response(),
     };
+    if let Some(endpoint) = endpoint {
+        state.request_times.record(endpoint, started.elapsed());
+    }
     tracing::debug!(%method, %path, %peer, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, "request");
     response
 }
 
-async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpResponse, ApiError> {
+async fn route(
+    state: &AppState,
+    matched: Option<(Endpoint, Vec<String>)>,
+    request: Request<Incoming>,
+) -> Result<HttpResponse, ApiError> {
     let (parts, body) = request.into_parts();
-    let (endpoint, params) = match admit(state, &parts) {
+    let (endpoint, params) = match admit(state, matched, &parts) {
         Ok(admitted) => admitted,
         Err(error) => {
             discard(body, content_length(&parts.headers));
@@ -252,11 +265,14 @@ async fn route(state: &AppState, request: Request<Incoming>) -> Result<HttpRespo
 }
 
 /// The endpoint and path parameters of a request that may go on to its body:
-/// 404/405, then key and scope (401/403), then the key's rate quota (429).
-fn admit(state: &AppState, parts: &hyper::http::request::Parts) -> Result<(Endpoint, Vec<String>), ApiError> {
-    let path = parts.uri.path();
-    let (endpoint, params) =
-        Endpoint::match_path(path).ok_or_else(|| ApiError::NotFound(format!("no route for {path}")))?;
+/// 404 (`matched` is the path's route) and 405, then key and scope (401/403),
+/// then the key's rate quota (429).
+fn admit(
+    state: &AppState,
+    matched: Option<(Endpoint, Vec<String>)>,
+    parts: &hyper::http::request::Parts,
+) -> Result<(Endpoint, Vec<String>), ApiError> {
+    let (endpoint, params) = matched.ok_or_else(|| ApiError::NotFound(format!("no route for {}", parts.uri.path())))?;
     if !endpoint.methods().contains(&parts.method) {
         return Err(ApiError::MethodNotAllowed {
             method: parts.method.clone(),

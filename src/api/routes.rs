@@ -64,6 +64,71 @@ const GET_DELETE: &[Method] = &[Method::GET, Method::DELETE];
 const DELETE: &[Method] = &[Method::DELETE];
 
 impl Endpoint {
+    /// Every endpoint, in [`Endpoint::index`] order.
+    pub const ALL: [Endpoint; 25] = [
+        Endpoint::Healthz,
+        Endpoint::Readyz,
+        Endpoint::AdminKeys,
+        Endpoint::AdminKey,
+        Endpoint::AdminStats,
+        Endpoint::CatalogTable,
+        Endpoint::CatalogTableNamed,
+        Endpoint::CatalogTableField,
+        Endpoint::CatalogItem,
+        Endpoint::CatalogItems,
+        Endpoint::CatalogItemNamed,
+        Endpoint::Users,
+        Endpoint::User,
+        Endpoint::UserState,
+        Endpoint::Session,
+        Endpoint::Events,
+        Endpoint::Event,
+        Endpoint::Engagement,
+        Endpoint::Recommend,
+        Endpoint::RecommendModule,
+        Endpoint::AdminRetrain,
+        Endpoint::Chat,
+        Endpoint::Search,
+        Endpoint::SearchRerank,
+        Endpoint::Embed,
+    ];
+
+    /// Its position in [`Endpoint::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Its path pattern, as the SPEC writes it.
+    pub fn pattern(self) -> &'static str {
+        match self {
+            Endpoint::Healthz => "/healthz",
+            Endpoint::Readyz => "/readyz",
+            Endpoint::AdminKeys => "/v1/admin/keys",
+            Endpoint::AdminKey => "/v1/admin/keys/{id}",
+            Endpoint::AdminStats => "/v1/admin/stats",
+            Endpoint::CatalogTable => "/v1/catalog/table",
+            Endpoint::CatalogTableNamed => "/v1/catalog/table/{name}",
+            Endpoint::CatalogTableField => "/v1/catalog/table/{name}/fields/{field}",
+            Endpoint::CatalogItem => "/v1/catalog/item",
+            Endpoint::CatalogItems => "/v1/catalog/items",
+            Endpoint::CatalogItemNamed => "/v1/catalog/item/{table}/{id}",
+            Endpoint::Users => "/v1/users",
+            Endpoint::User => "/v1/users/{uid}",
+            Endpoint::UserState => "/v1/users/{uid}/state",
+            Endpoint::Session => "/v1/sessions/{sid}",
+            Endpoint::Events => "/v1/events",
+            Endpoint::Event => "/v1/events/{id}",
+            Endpoint::Engagement => "/catalog/engagement",
+            Endpoint::Recommend => "/v1/recommend",
+            Endpoint::RecommendModule => "/v1/recommend/module",
+            Endpoint::AdminRetrain => "/v1/admin/models/retrain",
+            Endpoint::Chat => "/chat",
+            Endpoint::Search => "/v1/search",
+            Endpoint::SearchRerank => "/v1/search/rerank",
+            Endpoint::Embed => "/embed",
+        }
+    }
+
     /// Matches a path; the returned strings are the percent-decoded path parameters.
     pub fn match_path(path: &str) -> Option<(Endpoint, Vec<String>)> {
         let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
@@ -169,6 +234,21 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_endpoint_is_listed_once_and_its_pattern_routes_to_it() {
+        for (position, endpoint) in Endpoint::ALL.into_iter().enumerate() {
+            assert_eq!(endpoint.index(), position, "{endpoint:?}");
+            let path = endpoint
+                .pattern()
+                .split('/')
+                .map(|segment| if segment.starts_with('{') { "x" } else { segment })
+                .collect::<Vec<_>>()
+                .join("/");
+            let routed = Endpoint::match_path(&path).map(|(routed, _)| routed);
+            assert_eq!(routed, Some(endpoint), "{path}");
+        }
+    }
 
     #[test]
     fn matches_paths_and_decodes_parameters() {
