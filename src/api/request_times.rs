@@ -35,7 +35,10 @@ impl Default for RequestTimes {
 impl RequestTimes {
     pub fn record(&self, endpoint: Endpoint, took: Duration) {
         let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
-        self.by_endpoint[endpoint.index()].lock().saturating_record(micros);
+        // An endpoint missing from `Endpoint::ALL` (a bug) goes uncounted rather than panic.
+        if let Some(histogram) = self.by_endpoint.get(endpoint.index()) {
+            histogram.lock().saturating_record(micros);
+        }
     }
 
     /// `{pattern: {requests, p50_ms, p90_ms, p99_ms, p999_ms, max_ms}}` for every

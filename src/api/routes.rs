@@ -3,7 +3,7 @@
 
 use hyper::Method;
 
-/// Every endpoint the frontend serves.
+/// Every endpoint the frontend serves (a new one goes into [`Endpoint::ALL`] too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
     Healthz,
