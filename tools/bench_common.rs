@@ -237,6 +237,43 @@ pub fn machine_description() -> String {
     format!("{cpus} CPUs{model}, {:.1} GiB RAM", memory_kib / 1024.0 / 1024.0)
 }
 
+/// The machine's CPU time counters (the `cpu` line of `/proc/stat`), to tell how much
+/// of a span the hypervisor gave to other guests (steal) on a shared virtual machine.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuTimes {
+    /// user, nice, system, idle, iowait, irq, softirq and steal, in clock ticks.
+    total: u64,
+    steal: u64,
+}
+
+impl CpuTimes {
+    /// `None` where `/proc/stat` cannot be read.
+    pub fn now() -> Option<CpuTimes> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let counters: Vec<u64> = stat
+            .lines()
+            .next()?
+            .strip_prefix("cpu ")?
+            .split_whitespace()
+            .take(8)
+            .map(|field| field.parse().ok())
+            .collect::<Option<_>>()?;
+        (counters.len() == 8).then(|| CpuTimes {
+            total: counters.iter().sum(),
+            steal: counters[7],
+        })
+    }
+
+    /// The share of all CPU time from `self` to `later` that was stolen.
+    pub fn steal_share(self, later: CpuTimes) -> f64 {
+        let total = later.total.saturating_sub(self.total);
+        if total == 0 {
+            return 0.0;
+        }
+        later.steal.saturating_sub(self.steal) as f64 / total as f64
+    }
+}
+
 /// Replaces the section of `document` under the line `heading` (up to the next `## `
 /// heading) with `section`, or appends `section` when there is none.
 pub fn upsert_markdown_section(document: &str, heading: &str, section: &str) -> String {

@@ -22,7 +22,8 @@
 //!    request i at start + i / rate and hands it to a pool of `--latency-connections`
 //!    keep-alive connections (the first free one takes it); latency runs from the scheduled
 //!    time to the end of the response, so a stalled server is not hidden by a waiting client
-//!    (no coordinated omission).
+//!    (no coordinated omission). Each phase also reports the share of the machine's CPU
+//!    time the hypervisor took away (steal, from `/proc/stat`).
 //! 4. rankstream's own account: its recommend time per request from `/v1/admin/stats`
 //!    (parsed request head -> response ready), over all the run's recommend requests.
 //!
@@ -62,7 +63,7 @@ use serde_json::{json, Value};
 
 use bench_common::{
     add_to_index, command_line, generate_key, machine_description, median, percentile, server_binary, thousands,
-    utc_now, write_markdown_section, SpawnedServer, Target,
+    utc_now, write_markdown_section, CpuTimes, SpawnedServer, Target,
 };
 
 const MARKDOWN_HEADING: &str = "## Recommend latency";
@@ -146,6 +147,11 @@ fn item_id(index: usize) -> String {
 
 fn elapsed_ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
+}
+
+/// A steal share as a percentage, or "n/a" where `/proc/stat` could not be read.
+fn steal(share: Option<f64>) -> String {
+    share.map_or("n/a".to_string(), |share| format!("{:.1}%", share * 100.0))
 }
 
 fn ms(value: f64) -> String {
@@ -517,6 +523,8 @@ struct OpenLoop {
     latencies: Vec<f64>,
     send_lag: Vec<f64>,
     failures: Failures,
+    /// The share of the machine's CPU time the hypervisor took while it ran, if known.
+    steal: Option<f64>,
 }
 
 /// Requests scheduled at `rate` for `seconds`, each handed to the first free of
@@ -569,6 +577,7 @@ async fn open_loop(
         });
     }
     drop(idle);
+    let cpu_before = CpuTimes::now();
     let start = Instant::now() + Duration::from_millis(20);
     let dispatcher = std::thread::spawn(move || {
         for index in 0..total {
@@ -591,6 +600,7 @@ async fn open_loop(
         latencies: Vec::new(),
         send_lag: Vec::new(),
         failures: Failures::default(),
+        steal: None,
     };
     while let Some(joined) = workers.join_next().await {
         let (latencies, send_lag, failures) = joined??;
@@ -603,6 +613,9 @@ async fn open_loop(
         .join()
         .map_err(|_| anyhow::anyhow!("the dispatcher thread panicked"))?;
     result.achieved = result.latencies.len() as f64 / seconds;
+    result.steal = cpu_before
+        .zip(CpuTimes::now())
+        .map(|(before, after)| before.steal_share(after));
     ensure!(
         result.latencies.len() == total,
         "{} of {total} requests answered",
@@ -773,8 +786,8 @@ fn markdown_section(args: &Args, report: &Report) -> String {
          (rankstream first): a dispatcher thread schedules request i at start + i / rate and a pool of {} keep-alive \
          connections takes them, the first free one each; latency runs from the scheduled time to the end of the \
          response (no coordinated omission), so it includes any wait for a free connection.\n\n\
-         | target | requests | achieved req/s | p50 | p90 | p99 | max | non-200 | send lag p99 |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         | target | requests | achieved req/s | p50 | p90 | p99 | max | non-200 | send lag p99 | CPU steal |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.load_fraction * 100.0,
         thousands(ours.rate),
         args.latency_seconds,
@@ -783,7 +796,7 @@ fn markdown_section(args: &Args, report: &Report) -> String {
     for (name, run) in [("rankstream", ours), ("bare hyper", bare)] {
         let values = &run.latencies;
         out.push_str(&format!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             thousands(values.len() as f64),
             thousands(run.achieved),
             ms(percentile(values, 0.5)),
@@ -792,11 +805,14 @@ fn markdown_section(args: &Args, report: &Report) -> String {
             ms(max(values)),
             run.failures.count,
             ms(percentile(&run.send_lag, 0.99)),
+            steal(run.steal),
         ));
     }
     out.push_str(
         "\nSend lag: scheduled time -> the request handed to its connection (the client's own share of the \
-         latency, included in it).\n",
+         latency, included in it). CPU steal: the share of the machine's CPU time that the hypervisor gave to \
+         other guests during the phase (`/proc/stat`); while a virtual CPU is taken away, every thread on it \
+         stalls, the bare server's too.\n",
     );
     out.push_str(&format!(
         "\nrankstream's own time per recommend, as its `/v1/admin/stats` counts it (parsed request head -> \
@@ -811,13 +827,14 @@ fn markdown_section(args: &Args, report: &Report) -> String {
 
 fn print_latency(name: &str, run: &OpenLoop) {
     println!(
-        "latency {name} at {} req/s: {} requests ({} req/s achieved): {}; non-200 {}; send lag p99 {}",
+        "latency {name} at {} req/s: {} requests ({} req/s achieved): {}; non-200 {}; send lag p99 {}; CPU steal {}",
         thousands(run.rate),
         thousands(run.latencies.len() as f64),
         thousands(run.achieved),
         summary(&run.latencies),
         run.failures.count,
         ms(percentile(&run.send_lag, 0.99)),
+        steal(run.steal),
     );
 }
 
