@@ -7,6 +7,9 @@ use std::thread;
 
 use common::*;
 
+/// Extra request headers, name and value.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
 /// One route of the contract with a request that succeeds when authorized.
 struct Route {
     method: Method,
@@ -137,7 +140,7 @@ fn auth_matrix_on_every_route() {
         let with_scope = server.create_key(&[route.scope], json!({"name": format!("has {}", route.scope)}));
         let without_scope = server.create_key(&all_scopes_but(route.scope), json!({"name": "lacks scope"}));
 
-        let unauthorized: [(&str, Auth, &[(&str, &str)]); 6] = [
+        let unauthorized: [(&str, Auth, Headers); 6] = [
             ("no key", Auth::None, &[]),
             ("unknown bearer key", Auth::Bearer("rs_unknown_key_0123456789"), &[]),
             ("unknown x-api-key", Auth::ApiKey("rs_unknown_key_0123456789"), &[]),

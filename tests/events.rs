@@ -32,7 +32,7 @@ fn standard_types_are_accepted_and_stored() {
         sent["uid"] = json!("u-std");
         sent["sid"] = json!("s-std");
         let ids = assert_ingested(&server.ingest(sent.clone()), 1, 0, kind);
-        assert_eq!(ids, [id.clone()]);
+        assert_eq!(ids, std::slice::from_ref(&id));
         let stored = server.stored_event(&id);
         assert_eq!(stored["id"], id.as_str());
         assert_eq!(stored["type"], kind);

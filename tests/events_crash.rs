@@ -78,7 +78,7 @@ fn post_until_failure(
                 "uid": format!("c{thread_no}-u{user}"), "item_id": format!("it-{n}"), "click_type": "tile",
             });
             // Every other round of users also carries the user's own session.
-            if (n / USERS_PER_THREAD) % 2 == 0 {
+            if (n / USERS_PER_THREAD).is_multiple_of(2) {
                 event["sid"] = json!(format!("c{thread_no}-s{user}"));
             }
             events.push(event);

@@ -217,7 +217,7 @@ fn v1_event(id: &str, click: bool, uid: Option<&str>, sid: &str, item: u32) -> V
         event["item_id"] = json!(format!("item-{item:05}"));
         event["click_type"] = json!("product");
     } else {
-        event["page_type"] = json!(if item % 3 == 0 { "product" } else { "listing" });
+        event["page_type"] = json!(if item.is_multiple_of(3) { "product" } else { "listing" });
     }
     event
 }

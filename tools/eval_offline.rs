@@ -252,8 +252,11 @@ fn read_sessions(path: &Path) -> Result<Vec<Vec<String>>> {
         .collect())
 }
 
+/// A session's items and, for each, its time (ms).
+type TimedSession = (Vec<String>, Vec<i64>);
+
 /// Test sessions from `test_events_timeframe.tsv`: `(items, timeframes)`, by session index.
-fn read_test_sessions(path: &Path) -> Result<Vec<(Vec<String>, Vec<i64>)>> {
+fn read_test_sessions(path: &Path) -> Result<Vec<TimedSession>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut sessions: BTreeMap<usize, Vec<(usize, String, i64)>> = BTreeMap::new();
     for line in text.lines().skip(1) {
@@ -276,7 +279,7 @@ fn read_test_sessions(path: &Path) -> Result<Vec<(Vec<String>, Vec<i64>)>> {
 
 /// The protocol's validation split: the last 10% of training sessions, their items
 /// not seen in the first 90% removed, sessions left shorter than 2 dropped.
-fn validation_split(train: Vec<Vec<String>>) -> (Vec<Vec<String>>, Vec<(Vec<String>, Vec<i64>)>) {
+fn validation_split(train: Vec<Vec<String>>) -> (Vec<Vec<String>>, Vec<TimedSession>) {
     let cut = train.len() * 9 / 10;
     let (head, tail) = train.split_at(cut);
     let known: HashSet<&String> = head.iter().flatten().collect();
