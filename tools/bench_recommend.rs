@@ -638,7 +638,7 @@ struct Report {
     ours_failures: Failures,
     bare_threads: usize,
     /// rankstream's own account of its recommend requests (`/v1/admin/stats`), all phases.
-    server_times: ServerTimes,
+    server_times: Option<ServerTimes>,
 }
 
 /// `requests["/v1/recommend"]` of `/v1/admin/stats`: the time from the parsed request
@@ -814,12 +814,14 @@ fn markdown_section(args: &Args, report: &Report) -> String {
          other guests during the phase (`/proc/stat`); while a virtual CPU is taken away, every thread on it \
          stalls, the bare server's too.\n",
     );
-    out.push_str(&format!(
-        "\nrankstream's own time per recommend, as its `/v1/admin/stats` counts it (parsed request head -> \
-         response ready, waits for a CPU while it ran included; over every recommend request of the run, the \
-         closed-loop rounds at full load too): {}.\n",
-        report.server_times.summary()
-    ));
+    if let Some(times) = &report.server_times {
+        out.push_str(&format!(
+            "\nrankstream's own time per recommend, as its `/v1/admin/stats` counts it (parsed request head -> \
+             response ready, waits for a CPU while it ran included; over every recommend request of the run, the \
+             closed-loop rounds at full load too): {}.\n",
+            times.summary()
+        ));
+    }
     out
 }
 
@@ -885,11 +887,20 @@ async fn measure(
     print_latency("rankstream", &ours_latency);
     let bare_latency = open_loop(bare, bodies, n, rate, seconds).await?;
     print_latency("bare hyper", &bare_latency);
-    let server_times = ServerTimes::read(ours).await?;
-    println!(
-        "rankstream's own time per recommend (/v1/admin/stats, all phases), {}",
-        server_times.summary()
-    );
+    // Optional: a server binary from before /v1/admin/stats had request times can still be measured.
+    let server_times = match ServerTimes::read(ours).await {
+        Ok(times) => {
+            println!(
+                "rankstream's own time per recommend (/v1/admin/stats, all phases), {}",
+                times.summary()
+            );
+            Some(times)
+        }
+        Err(error) => {
+            eprintln!("rankstream's own request times are not available: {error:#}");
+            None
+        }
+    };
     Ok(Report {
         response_bytes,
         bare_bytes,
