@@ -376,6 +376,13 @@ impl Config {
     }
 }
 
+impl TrainingConfig {
+    /// How long rankings are kept (`ranking_retention_ms`), as the storage takes it.
+    pub fn ranking_retention(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.ranking_retention_ms)
+    }
+}
+
 impl SearchConfig {
     fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();

@@ -113,7 +113,7 @@ fn load_config(common: &CommonArgs) -> anyhow::Result<Config> {
 }
 
 fn keys_command(config: &Config, action: KeysAction) -> anyhow::Result<()> {
-    let retention = std::time::Duration::from_millis(config.training.ranking_retention_ms);
+    let retention = config.training.ranking_retention();
     let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
         .with_context(|| {
             format!(

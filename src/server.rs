@@ -4,7 +4,6 @@ use std::future::Future;
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
@@ -31,7 +30,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let topology = load_topology(&config)?;
-    let retention = Duration::from_millis(config.training.ranking_retention_ms);
+    let retention = config.training.ranking_retention();
     let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
         .with_context(|| format!("opening the data directory {}", config.storage.data_dir.display()))?;
     let keys = Arc::new(KeyStore::load(storage.clone(), clock.clone())?);

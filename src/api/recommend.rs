@@ -285,21 +285,15 @@ fn item_candidate(item: &Value) -> Result<Candidate, ApiError> {
 }
 
 pub(super) fn item_id(value: &Value, field: &str) -> Result<String, ApiError> {
-    match value {
-        Value::String(id) if !id.is_empty() => Ok(id.clone()),
-        _ => Err(item_id_error(field)),
-    }
+    take_item_id(value.clone(), field)
 }
 
+/// Like [`item_id`], moving the id out of `value` instead of copying it.
 fn take_item_id(value: Value, field: &str) -> Result<String, ApiError> {
     match value {
         Value::String(id) if !id.is_empty() => Ok(id),
-        _ => Err(item_id_error(field)),
+        _ => Err(ApiError::validation(format!("{field} must hold non-empty string ids"))),
     }
-}
-
-fn item_id_error(field: &str) -> ApiError {
-    ApiError::validation(format!("{field} must hold non-empty string ids"))
 }
 
 pub(super) fn optional_string(body: &Map<String, Value>, field: &str) -> Result<Option<String>, ApiError> {

@@ -335,6 +335,7 @@ mod tests {
         let got = storage.multi_get(Cf::Items, &[b"b1".to_vec(), b"zz".to_vec()]).unwrap();
         assert_eq!(got, vec![Some(b"z".to_vec()), None]);
     }
+
     #[test]
     fn rankings_past_the_retention_are_dropped() {
         let dir = tempfile::tempdir().unwrap();
