@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
@@ -20,36 +20,20 @@ const PROFILE_ITEMS: usize = 10;
 pub(super) const MAX_CANDIDATES: usize = 10_000;
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let Value::Object(mut body) = request.json_value()? else {
-        return Err(ApiError::validation("the body must be a JSON object"));
-    };
-    let model_id = model_id(&body)?;
-    let mut candidates = candidates(&mut body)?;
-    let user_id = optional_string(&body, "user_id")?;
-    let session_id = optional_string(&body, "session_id")?;
-    let request_context = request_context(&body)?;
-    if user_id.is_none() && session_id.is_none() {
-        return Err(ApiError::validation(
-            "one of \"user_id\" and \"session_id\" is required",
-        ));
-    }
-    let limit = match body.get("limit") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(
-            value
-                .as_u64()
-                .ok_or_else(|| ApiError::validation("\"limit\" must be an integer >= 0"))? as usize,
-        ),
+    let body = match RecommendBody::well_formed(&request.body) {
+        Some(body) => body,
+        None => RecommendBody::checked(request.json_value()?)?,
     };
     let model = state
         .models
-        .get(&model_id)
-        .ok_or_else(|| ApiError::UnknownModel(format!("no model {model_id:?} is configured")))?;
+        .get(&body.model_id)
+        .ok_or_else(|| ApiError::UnknownModel(format!("no model {:?} is configured", body.model_id)))?;
+    let mut candidates = body.candidates;
     attach_features(state, &mut candidates);
-    let context = rank_context(state, user_id, session_id, request_context).await;
-    let ranked = rank(model.as_ref(), &context, &candidates, limit).map_err(model_error)?;
+    let context = rank_context(state, body.user_id, body.session_id, body.context).await;
+    let ranked = rank(model.as_ref(), &context, &candidates, body.limit).map_err(model_error)?;
     let rec_id = uuid::Uuid::now_v7().to_string();
-    record_shown(state, &rec_id, &model_id, &context, &ranked);
+    record_shown(state, &rec_id, &body.model_id, &context, &ranked);
     let items = ranked
         .into_iter()
         .map(|item| RankedItem {
@@ -59,6 +43,119 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         })
         .collect();
     ok(&RecommendResponse { rec_id, items })
+}
+
+/// A request body that follows every rule.
+#[derive(Debug, PartialEq)]
+struct RecommendBody {
+    model_id: String,
+    candidates: Vec<Candidate>,
+    user_id: Option<String>,
+    session_id: Option<String>,
+    context: Map<String, Value>,
+    limit: Option<usize>,
+}
+
+/// The shape of a valid body, read in one typed pass (no `Value` tree): what
+/// almost every request is. `null` reads as absent, as the rules say.
+#[derive(Deserialize)]
+struct TypedBody {
+    model_id: Option<String>,
+    model_name: Option<String>,
+    item_ids: Option<Vec<String>>,
+    items: Option<Vec<TypedItem>>,
+    user_id: Option<String>,
+    session_id: Option<String>,
+    context: Option<Map<String, Value>>,
+    limit: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct TypedItem {
+    id: String,
+    attributes: Option<Map<String, Value>>,
+}
+
+impl RecommendBody {
+    /// The body read in one typed pass, if it has the shape of a valid one and breaks
+    /// no rule; `None` otherwise, and [`RecommendBody::checked`] words the error (it
+    /// also sees duplicate fields as the rules do: the last one counts).
+    fn well_formed(bytes: &[u8]) -> Option<RecommendBody> {
+        // serde would read a struct from an array too.
+        if bytes.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+            return None;
+        }
+        let typed: TypedBody = serde_json::from_slice(bytes).ok()?;
+        let present = |field: &Option<String>| field.as_ref().is_none_or(|text| !text.is_empty());
+        if ![&typed.model_id, &typed.model_name, &typed.user_id, &typed.session_id]
+            .into_iter()
+            .all(present)
+        {
+            return None;
+        }
+        let model_id = match (typed.model_id, typed.model_name) {
+            (Some(id), Some(name)) if id != name => return None,
+            (Some(id), _) | (None, Some(id)) => id,
+            (None, None) => return None,
+        };
+        let candidates: Vec<Candidate> = match (typed.item_ids, typed.items) {
+            (Some(ids), None) => ids.into_iter().map(|id| Candidate::new(id, Map::new())).collect(),
+            (None, Some(items)) => items
+                .into_iter()
+                .map(|item| Candidate::new(item.id, item.attributes.unwrap_or_default()))
+                .collect(),
+            _ => return None,
+        };
+        let valid_candidate =
+            |candidate: &Candidate| !candidate.id.is_empty() && check_attributes(&candidate.attributes).is_ok();
+        if candidates.len() > MAX_CANDIDATES
+            || !candidates.iter().all(valid_candidate)
+            || (typed.user_id.is_none() && typed.session_id.is_none())
+        {
+            return None;
+        }
+        Some(RecommendBody {
+            model_id,
+            candidates,
+            user_id: typed.user_id,
+            session_id: typed.session_id,
+            context: typed.context.unwrap_or_default(),
+            limit: typed.limit.map(|limit| limit as usize),
+        })
+    }
+
+    /// The body checked rule by rule, in the order the errors are reported.
+    fn checked(body: Value) -> Result<RecommendBody, ApiError> {
+        let Value::Object(mut body) = body else {
+            return Err(ApiError::validation("the body must be a JSON object"));
+        };
+        let model_id = model_id(&body)?;
+        let candidates = candidates(&mut body)?;
+        let user_id = optional_string(&body, "user_id")?;
+        let session_id = optional_string(&body, "session_id")?;
+        let context = request_context(&body)?;
+        if user_id.is_none() && session_id.is_none() {
+            return Err(ApiError::validation(
+                "one of \"user_id\" and \"session_id\" is required",
+            ));
+        }
+        let limit = match body.get("limit") {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(
+                value
+                    .as_u64()
+                    .ok_or_else(|| ApiError::validation("\"limit\" must be an integer >= 0"))? as usize,
+            ),
+        };
+        Ok(RecommendBody {
+            model_id,
+            candidates,
+            user_id,
+            session_id,
+            context,
+            limit,
+        })
+    }
 }
 
 /// The 200 body. Typed, so that scores serialize as the shortest decimal of their
@@ -229,13 +326,7 @@ fn candidates(body: &mut Map<String, Value>) -> Result<Vec<Candidate>, ApiError>
                 return Err(ApiError::validation("\"item_ids\" must be an array of strings"));
             };
             ids.into_iter()
-                .map(|id| {
-                    Ok(Candidate {
-                        id: take_item_id(id, "item_ids")?,
-                        attributes: Map::new(),
-                        features: None,
-                    })
-                })
+                .map(|id| Ok(Candidate::new(take_item_id(id, "item_ids")?, Map::new())))
                 .collect::<Result<Vec<_>, ApiError>>()?
         }
         (false, true) => {
@@ -261,27 +352,29 @@ fn item_candidate(item: &Value) -> Result<Candidate, ApiError> {
     let attributes = match item.get("attributes") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(attributes)) => {
-            for (name, value) in attributes {
-                let allowed = match value {
-                    Value::String(_) | Value::Number(_) | Value::Bool(_) => true,
-                    Value::Array(values) => values.iter().all(Value::is_string),
-                    _ => false,
-                };
-                if !allowed {
-                    return Err(ApiError::validation(format!(
-                        "attribute {name:?} must be a string, number, boolean or array of strings"
-                    )));
-                }
-            }
+            check_attributes(attributes)?;
             attributes.clone()
         }
         Some(_) => return Err(ApiError::validation("\"attributes\" must be an object")),
     };
-    Ok(Candidate {
-        id,
-        attributes,
-        features: None,
-    })
+    Ok(Candidate::new(id, attributes))
+}
+
+/// Request attributes are strings, numbers, booleans or arrays of strings.
+fn check_attributes(attributes: &Map<String, Value>) -> Result<(), ApiError> {
+    for (name, value) in attributes {
+        let allowed = match value {
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => true,
+            Value::Array(values) => values.iter().all(Value::is_string),
+            _ => false,
+        };
+        if !allowed {
+            return Err(ApiError::validation(format!(
+                "attribute {name:?} must be a string, number, boolean or array of strings"
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn item_id(value: &Value, field: &str) -> Result<String, ApiError> {
@@ -301,5 +394,54 @@ pub(super) fn optional_string(body: &Map<String, Value>, field: &str) -> Result<
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) if !text.is_empty() => Ok(Some(text.clone())),
         Some(_) => Err(ApiError::validation(format!("\"{field}\" must be a non-empty string"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed pass takes exactly the bodies the rules accept, read the same way.
+    #[test]
+    fn the_typed_pass_agrees_with_the_rules() {
+        let bodies = [
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a", "b"]}"#,
+            r#" {"model_name": "m", "session_id": "s", "item_ids": ["a"], "limit": 1, "context": {"d": 1}}"#,
+            r#"{"model_id": "m", "model_name": "m", "user_id": "u", "session_id": null, "item_ids": []}"#,
+            r#"{"model_id": "m", "user_id": "u", "items": [{"id": "a", "attributes": {"x": ["y"], "n": 2}}, {"id": "a"}]}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "items": null, "limit": null, "other": [1]}"#,
+            r#"{"model_id": "m", "user_id": "u", "user_id": "v", "item_ids": ["a"]}"#,
+            r#"{"model_id": "m", "model_name": "n", "user_id": "u", "item_ids": ["a"]}"#,
+            r#"{"model_id": "", "user_id": "u", "item_ids": ["a"]}"#,
+            r#"{"user_id": "u", "item_ids": ["a"]}"#,
+            r#"{"model_id": "m", "item_ids": ["a"]}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "items": [{"id": "a"}]}"#,
+            r#"{"model_id": "m", "user_id": "u"}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a", ""]}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a", 1]}"#,
+            r#"{"model_id": "m", "user_id": "u", "items": [{"id": "a", "attributes": {"x": {}}}]}"#,
+            r#"{"model_id": "m", "user_id": "u", "items": [{"attributes": {}}]}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "limit": -1}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "limit": 1.5}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "context": []}"#,
+            r#"{"model_id": "m", "user_id": 7, "item_ids": ["a"]}"#,
+            r#"[null, null, ["a"], null, "u"]"#,
+        ];
+        for body in bodies {
+            let typed = RecommendBody::well_formed(body.as_bytes());
+            let checked = RecommendBody::checked(serde_json::from_str(body).unwrap());
+            match (typed, checked) {
+                (Some(typed), Ok(checked)) => assert_eq!(typed, checked, "{body}"),
+                (None, Err(_)) => {}
+                // A duplicate field is left to the rules (the last one counts).
+                (None, Ok(_)) => assert!(body.contains(r#""user_id": "v""#), "{body} was not typed"),
+                (typed, checked) => panic!("{body}: typed {typed:?}, checked {checked:?}"),
+            }
+        }
+        let oversized = format!(
+            r#"{{"model_id": "m", "user_id": "u", "item_ids": {:?}}}"#,
+            vec!["a"; MAX_CANDIDATES + 1]
+        );
+        assert!(RecommendBody::well_formed(oversized.as_bytes()).is_none());
     }
 }

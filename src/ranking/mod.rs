@@ -36,6 +36,17 @@ pub struct Candidate {
     pub features: Option<Arc<ItemFeatures>>,
 }
 
+impl Candidate {
+    /// A candidate whose features are not attached yet.
+    pub fn new(id: String, attributes: Map<String, Value>) -> Candidate {
+        Candidate {
+            id,
+            attributes,
+            features: None,
+        }
+    }
+}
+
 /// What a model may use besides the candidates.
 #[derive(Debug, Clone, Default)]
 pub struct RankContext {
@@ -128,22 +139,22 @@ pub fn rank(
 ) -> Result<Vec<Ranked>, ModelError> {
     let (scores, features) = model.score_explained(context, candidates)?;
     debug_assert_eq!(scores.len(), candidates.len(), "a model scores every candidate");
-    let echoes = duplicate_echoes(candidates);
-    let mut ranked: Vec<Ranked> = candidates
-        .iter()
-        .zip(scores)
-        .enumerate()
-        .map(|(index, (candidate, score))| Ranked {
+    let mut echoes = duplicate_echoes(candidates);
+    // Orders (score, position) pairs rather than whole ranked items, which are large
+    // to move, and builds only the items kept. Positions break ties, so the order is total.
+    let mut order: Vec<(f32, usize)> = scores.into_iter().zip(0..).collect();
+    order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    order.truncate(limit.unwrap_or(usize::MAX));
+    Ok(order
+        .into_iter()
+        .map(|(score, index)| Ranked {
             index,
-            id: candidate.id.clone(),
+            id: candidates[index].id.clone(),
             score,
-            echoed: echoes.get(&index).cloned().unwrap_or_default(),
+            echoed: echoes.remove(&index).unwrap_or_default(),
             features: features.as_ref().map(|features| features[index]),
         })
-        .collect();
-    ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
-    ranked.truncate(limit.unwrap_or(usize::MAX));
-    Ok(ranked)
+        .collect())
 }
 
 /// For each candidate whose id occurs more than once: its own values of the
