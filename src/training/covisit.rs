@@ -61,6 +61,7 @@
 //! `knn_sessions_per_item` index entries per item. The item table grows with the
 //! catalogue (one entry per item ever seen).
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
@@ -264,33 +265,106 @@ fn rep_bucket_of(prefix: &[ItemIndex]) -> usize {
 }
 
 /// The three parts of a prefix's scores, raw, each with its maximum (a part is
-/// divided by it when blended). Sparse: items a part does not reach are absent.
+/// divided by it when blended). Items a part does not reach score 0 in it.
+#[derive(Default)]
 struct Components {
-    ii: FxHashMap<ItemIndex, f32>,
-    ii_max: f32,
-    knn: FxHashMap<ItemIndex, f32>,
-    knn_max: f32,
+    ii: Part,
+    knn: Part,
     rep: Vec<(ItemIndex, f32)>,
     rep_max: f32,
     /// Per-case multiplier of the repeat weight.
     rep_mult: f32,
 }
 
+thread_local! {
+    /// Each thread's components, reused from one scoring to the next: their dense
+    /// parts are as long as the item table, too much to allocate per request.
+    static COMPONENTS: RefCell<Components> = RefCell::default();
+}
+
 impl Components {
+    /// Empties the parts, sized for `items` items (they grow if one is added past it).
+    fn reset(&mut self, items: usize) {
+        self.ii.reset(items);
+        self.knn.reset(items);
+        self.rep.clear();
+        self.rep_max = 0.0;
+        self.rep_mult = 1.0;
+    }
+
     /// `score(j)` of the module doc; 0 for an item no part reaches.
     fn blend(&self, item: ItemIndex, p: &Params) -> f32 {
-        let rep = self.rep.iter().find(|(j, _)| *j == item).map(|(_, s)| *s);
+        let rep = self.rep.iter().find(|(j, _)| *j == item).map_or(0.0, |(_, s)| *s);
         let mut score = 0.0;
         for (raw, max, weight) in [
-            (self.ii.get(&item).copied(), self.ii_max, p.w_ii),
-            (self.knn.get(&item).copied(), self.knn_max, p.w_knn),
+            (self.ii.get(item), self.ii.max, p.w_ii),
+            (self.knn.get(item), self.knn.max, p.w_knn),
             (rep, self.rep_max, p.w_rep * self.rep_mult),
         ] {
-            if let (Some(raw), true) = (raw, weight != 0.0) {
+            if raw != 0.0 && weight != 0.0 {
                 score += weight * scaled(raw, max);
             }
         }
         score
+    }
+}
+
+/// One part's raw scores by item index. Dense, so that adding to an item is a
+/// slot write where a hash map would probe (and miss the cache): the item-to-item
+/// part adds once per neighbour of every recent item. Every value added is ≥ 0,
+/// so the items reached are the non-zero slots, listed in `reached`.
+#[derive(Default)]
+struct Part {
+    values: Vec<f32>,
+    reached: Vec<ItemIndex>,
+    max: f32,
+}
+
+impl Part {
+    fn reset(&mut self, items: usize) {
+        for &item in &self.reached {
+            self.values[item as usize] = 0.0;
+        }
+        self.reached.clear();
+        if self.values.len() < items {
+            self.values.resize(items, 0.0);
+        }
+        self.max = 0.0;
+    }
+
+    /// Adds `value` (≥ 0) to `item`.
+    fn add(&mut self, item: ItemIndex, value: f32) {
+        let index = item as usize;
+        if index >= self.values.len() {
+            self.values.resize(index + 1, 0.0);
+        }
+        let slot = &mut self.values[index];
+        if *slot == 0.0 {
+            if value == 0.0 {
+                return;
+            }
+            self.reached.push(item);
+        }
+        *slot += value;
+    }
+
+    fn get(&self, item: ItemIndex) -> f32 {
+        self.values.get(item as usize).copied().unwrap_or(0.0)
+    }
+
+    /// The items reached, in the order first reached, with their values.
+    fn iter(&self) -> impl Iterator<Item = (ItemIndex, f32)> + '_ {
+        self.reached.iter().map(|&item| (item, self.values[item as usize]))
+    }
+
+    /// Sets `max` once every value is in.
+    fn close(&mut self) {
+        self.max = self.iter().fold(0.0f32, |max, (_, value)| max.max(value));
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.reached.is_empty()
     }
 }
 
@@ -421,54 +495,52 @@ impl SessionModel {
     /// Sparse blended scores (higher is better, all > 0) for the click after `prefix`
     /// (oldest first). `exclude`: the session being ranked, never its own neighbour.
     pub fn scores(&self, prefix: &[ItemIndex], exclude: Option<u64>) -> FxHashMap<ItemIndex, f32> {
-        let c = self.components(prefix, exclude);
-        let p = &self.params;
-        let mut scores: FxHashMap<ItemIndex, f32> = FxHashMap::default();
-        scores.reserve(c.ii.len() + c.knn.len() + c.rep.len());
-        // Part by part, in the order `blend` adds them, so both give the same floats.
-        let mut add = |part: &mut dyn Iterator<Item = (&ItemIndex, &f32)>, max: f32, weight: f32| {
-            if weight != 0.0 {
-                for (&item, &raw) in part {
-                    *scores.entry(item).or_insert(0.0) += weight * scaled(raw, max);
+        self.with_components(prefix, exclude, |c| {
+            let p = &self.params;
+            let mut scores: FxHashMap<ItemIndex, f32> = FxHashMap::default();
+            scores.reserve(c.ii.reached.len() + c.knn.reached.len() + c.rep.len());
+            // Part by part, in the order `blend` adds them, so both give the same floats.
+            let mut add = |part: &mut dyn Iterator<Item = (ItemIndex, f32)>, max: f32, weight: f32| {
+                if weight != 0.0 {
+                    for (item, raw) in part {
+                        *scores.entry(item).or_insert(0.0) += weight * scaled(raw, max);
+                    }
                 }
-            }
-        };
-        add(&mut c.ii.iter(), c.ii_max, p.w_ii);
-        add(&mut c.knn.iter(), c.knn_max, p.w_knn);
-        add(
-            &mut c.rep.iter().map(|(item, score)| (item, score)),
-            c.rep_max,
-            p.w_rep * c.rep_mult,
-        );
-        scores.retain(|_, score| *score > 0.0);
-        scores
+            };
+            add(&mut c.ii.iter(), c.ii.max, p.w_ii);
+            add(&mut c.knn.iter(), c.knn.max, p.w_knn);
+            add(&mut c.rep.iter().copied(), c.rep_max, p.w_rep * c.rep_mult);
+            scores.retain(|_, score| *score > 0.0);
+            scores
+        })
     }
 
     /// The blended score of each of `items` (0 where `scores` has none): what a
     /// ranking request needs, without collecting the scores of every item reached.
     pub fn scores_of(&self, prefix: &[ItemIndex], exclude: Option<u64>, items: &[Option<ItemIndex>]) -> Vec<f32> {
-        let c = self.components(prefix, exclude);
-        items
-            .iter()
-            .map(|item| item.map_or(0.0, |item| c.blend(item, &self.params).max(0.0)))
-            .collect()
+        self.with_components(prefix, exclude, |c| {
+            items
+                .iter()
+                .map(|item| item.map_or(0.0, |item| c.blend(item, &self.params).max(0.0)))
+                .collect()
+        })
     }
 
-    /// The three parts for `prefix`, raw, with their maxima.
-    fn components(&self, prefix: &[ItemIndex], exclude: Option<u64>) -> Components {
+    /// Calls `read` with the components of `prefix`, in this thread's reused buffers.
+    fn with_components<T>(&self, prefix: &[ItemIndex], exclude: Option<u64>, read: impl FnOnce(&Components) -> T) -> T {
+        COMPONENTS.with_borrow_mut(|components| {
+            self.components(prefix, exclude, components);
+            read(components)
+        })
+    }
+
+    /// Fills `out` with the three parts for `prefix`, raw, with their maxima.
+    fn components(&self, prefix: &[ItemIndex], exclude: Option<u64>, out: &mut Components) {
         let p = &self.params;
         let n = prefix.len();
-        let mut out = Components {
-            ii: FxHashMap::default(),
-            ii_max: 0.0,
-            knn: FxHashMap::default(),
-            knn_max: 0.0,
-            rep: Vec::new(),
-            rep_max: 0.0,
-            rep_mult: 1.0,
-        };
+        out.reset(self.items.states.len());
         if n == 0 {
-            return out;
+            return;
         }
         // Distinct prefix items, most recent first, with distance from the end.
         let mut distinct: Vec<(ItemIndex, usize)> = Vec::with_capacity(n);
@@ -488,7 +560,7 @@ impl SessionModel {
                     (-(t as f32) / p.rep_lambda).exp()
                 }
             };
-            let mut rep: Vec<(ItemIndex, f32)> = Vec::new();
+            let rep = &mut out.rep;
             for t in 0..n {
                 let it = prefix[n - 1 - t];
                 match rep.iter_mut().find(|x| x.0 == it) {
@@ -497,7 +569,6 @@ impl SessionModel {
                 }
             }
             out.rep_max = max_of(rep.iter().map(|(_, score)| score));
-            out.rep = rep;
             if p.rep_gamma != 0.0 {
                 let b = self.rep_bucket[rep_bucket_of(prefix)];
                 let (gr, gt) = self.rep_bucket.iter().fold((0.0, 0.0), |a, x| (a.0 + x[0], a.1 + x[1]));
@@ -509,14 +580,6 @@ impl SessionModel {
 
         // ---- item-to-item ----
         if p.w_ii != 0.0 {
-            let mut acc: FxHashMap<ItemIndex, f32> = FxHashMap::default();
-            let recent = distinct.iter().take(p.ii_recent);
-            acc.reserve(
-                recent
-                    .filter_map(|&(it, _)| self.items.get(it))
-                    .map(|st| st.nbrs.len())
-                    .sum(),
-            );
             for (k, &(it, _)) in distinct.iter().take(p.ii_recent).enumerate() {
                 let st = match self.items.get(it) {
                     Some(s) => s,
@@ -529,19 +592,17 @@ impl SessionModel {
                         1.0
                     };
                 for (&j, &w) in st.nbrs.iter() {
-                    *acc.entry(j).or_insert(0.0) += r * w * self.items.target_norm(j, p);
+                    out.ii.add(j, r * w * self.items.target_norm(j, p));
                 }
             }
-            out.ii_max = max_of(acc.values());
-            out.ii = acc;
+            out.ii.close();
         }
 
         // ---- session kNN ----
         if p.w_knn != 0.0 {
-            out.knn = self.knn(&distinct, exclude);
-            out.knn_max = max_of(out.knn.values());
+            self.knn(&distinct, exclude, &mut out.knn);
+            out.knn.close();
         }
-        out
     }
 
     /// Learned rate at which the next click re-visits the item seen t clicks back.
@@ -550,7 +611,8 @@ impl SessionModel {
         ((self.rep_hits[t] + 0.1) / (self.rep_opp[t] + 1.0)) as f32
     }
 
-    fn knn(&self, distinct: &[(ItemIndex, usize)], exclude: Option<u64>) -> FxHashMap<ItemIndex, f32> {
+    /// Adds the session-kNN votes for the prefix's `distinct` items to `acc`.
+    fn knn(&self, distinct: &[(ItemIndex, usize)], exclude: Option<u64>, acc: &mut Part) {
         let p = &self.params;
         // Candidates: union of the per-item recent-session lists, most recent first.
         let mut cand: Vec<u64> = Vec::new();
@@ -605,7 +667,6 @@ impl SessionModel {
             sims.select_nth_unstable_by(p.knn_k, |a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
             sims.truncate(p.knn_k);
         }
-        let mut acc: FxHashMap<ItemIndex, f32> = FxHashMap::default();
         for &(sim, sid, m) in &sims {
             let sess = &self.sessions[(sid - self.first_sid) as usize];
             for (q, &it) in sess.items.iter().enumerate() {
@@ -614,10 +675,9 @@ impl SessionModel {
                 } else {
                     (-((m - q) as f32) / p.knn_lambda_before).exp()
                 };
-                *acc.entry(it).or_insert(0.0) += sim * w;
+                acc.add(it, sim * w);
             }
         }
-        acc
     }
 }
 
@@ -655,9 +715,11 @@ mod tests {
         let mut model = SessionModel::new(Params::default());
         model.observe(7, 1);
         model.observe(7, 2);
-        let own = model.components(&[1], Some(7));
-        assert!(own.knn.is_empty(), "only itself shares item 1");
-        assert!(!model.components(&[1], None).knn.is_empty());
+        assert!(
+            model.with_components(&[1], Some(7), |own| own.knn.is_empty()),
+            "only itself shares item 1"
+        );
+        assert!(!model.with_components(&[1], None, |all| all.knn.is_empty()));
     }
 
     #[test]
