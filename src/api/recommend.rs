@@ -401,7 +401,8 @@ pub(super) fn optional_string(body: &Map<String, Value>, field: &str) -> Result<
 mod tests {
     use super::*;
 
-    /// The typed pass takes exactly the bodies the rules accept, read the same way.
+    /// The typed pass accepts only bodies the rules accept, and reads them the same way;
+    /// it leaves only a duplicate field to the rules.
     #[test]
     fn the_typed_pass_agrees_with_the_rules() {
         let bodies = [
