@@ -86,18 +86,14 @@ impl RecommendBody {
             return None;
         }
         let typed: TypedBody = serde_json::from_slice(bytes).ok()?;
-        let present = |field: &Option<String>| field.as_ref().is_none_or(|text| !text.is_empty());
+        let absent_or_non_empty = |field: &Option<String>| field.as_ref().is_none_or(|text| !text.is_empty());
         if ![&typed.model_id, &typed.model_name, &typed.user_id, &typed.session_id]
             .into_iter()
-            .all(present)
+            .all(absent_or_non_empty)
         {
             return None;
         }
-        let model_id = match (typed.model_id, typed.model_name) {
-            (Some(id), Some(name)) if id != name => return None,
-            (Some(id), _) | (None, Some(id)) => id,
-            (None, None) => return None,
-        };
+        let model_id = either_model_id(typed.model_id, typed.model_name).ok()?;
         let candidates: Vec<Candidate> = match (typed.item_ids, typed.items) {
             (Some(ids), None) => ids.into_iter().map(|id| Candidate::new(id, Map::new())).collect(),
             (None, Some(items)) => items
@@ -297,7 +293,12 @@ pub(super) fn record_shown(state: &AppState, rec_id: &str, model_id: &str, conte
 
 /// `model_id`, or the legacy `model_name`; both present and different is a 400.
 fn model_id(body: &Map<String, Value>) -> Result<String, ApiError> {
-    match (optional_string(body, "model_id")?, optional_string(body, "model_name")?) {
+    either_model_id(optional_string(body, "model_id")?, optional_string(body, "model_name")?)
+}
+
+/// The model named by `model_id` and the legacy `model_name`, given as strings.
+fn either_model_id(id: Option<String>, name: Option<String>) -> Result<String, ApiError> {
+    match (id, name) {
         (Some(id), Some(name)) if id != name => Err(ApiError::InvalidCombination(format!(
             "\"model_id\" {id:?} and \"model_name\" {name:?} differ"
         ))),
