@@ -1,11 +1,13 @@
 //! Pieces shared by the benchmark tools (`bench-catalog`, `bench-events`), included by
 //! each with `#[path = "bench_common.rs"] mod bench_common;`: a keep-alive HTTP/1.1
-//! client, a spawned `rankstream serve`, percentiles and medians, and the writer of a
-//! tool's section of BENCHMARKS.md.
+//! client, a spawned `rankstream serve` (killed, and its temp dir removed, if the tool is
+//! interrupted), percentiles and medians, and the writer of a tool's section of
+//! BENCHMARKS.md.
 #![allow(dead_code)] // each tool uses a different part of it
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Once;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
@@ -100,9 +102,46 @@ pub fn generate_key() -> String {
     secret.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// A server this tool started: stopped with SIGTERM, killed if dropped on an error path.
+/// Servers this tool started and has not stopped yet, by pid, with their temp dirs.
+static RUNNING: parking_lot::Mutex<Vec<(u32, PathBuf)>> = parking_lot::Mutex::new(Vec::new());
+static CLEAN_UP_ON_SIGNAL: Once = Once::new();
+
+/// When the tool is interrupted (SIGINT, SIGTERM, SIGHUP), kills the servers it started
+/// and removes their temp dirs (each holds a RocksDB) before exiting, instead of leaving
+/// them running and on disk. Must be called inside the tokio runtime; once is enough.
+fn clean_up_on_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    CLEAN_UP_ON_SIGNAL.call_once(|| {
+        let kinds = [
+            (SignalKind::interrupt(), 130),
+            (SignalKind::terminate(), 143),
+            (SignalKind::hangup(), 129),
+        ];
+        for (kind, code) in kinds {
+            let Ok(mut received) = signal(kind) else { continue };
+            tokio::spawn(async move {
+                received.recv().await;
+                for (pid, dir) in RUNNING.lock().drain(..) {
+                    eprintln!("interrupted: killing server {pid} and removing {}", dir.display());
+                    std::process::Command::new("kill")
+                        .args(["-KILL", &pid.to_string()])
+                        .status()
+                        .ok();
+                    // A killed process closes its files at once; give it a moment.
+                    std::thread::sleep(Duration::from_millis(100));
+                    std::fs::remove_dir_all(&dir).ok();
+                }
+                std::process::exit(code);
+            });
+        }
+    });
+}
+
+/// A server this tool started: stopped with SIGTERM, killed if dropped on an error path
+/// (its temp dir is kept then, for its log) or if the tool is interrupted (dir removed).
 pub struct SpawnedServer {
     child: tokio::process::Child,
+    pid: Option<u32>,
     /// Holds `data/` and `server.log` (the server's stderr).
     pub dir: PathBuf,
 }
@@ -134,6 +173,11 @@ impl SpawnedServer {
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("starting {} (cargo build --release?)", binary.display()))?;
+        clean_up_on_signal();
+        let pid = child.id();
+        if let Some(pid) = pid {
+            RUNNING.lock().push((pid, dir.clone()));
+        }
         let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
         let listening = async {
             while let Some(line) = lines.next_line().await? {
@@ -148,7 +192,7 @@ impl SpawnedServer {
             .with_context(|| format!("server not listening after 60 s; see {}", log_path.display()))??;
         // Keep draining stdout so that the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok((SpawnedServer { child, dir }, url))
+        Ok((SpawnedServer { child, pid, dir }, url))
     }
 
     /// SIGTERM, wait for a clean exit, remove the temp dir (kept when the exit was not clean).
@@ -167,6 +211,14 @@ impl SpawnedServer {
             eprintln!("warning: server exited with {status}; see {}", self.dir.display());
         }
         Ok(())
+    }
+}
+
+impl Drop for SpawnedServer {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            RUNNING.lock().retain(|(running, _)| *running != pid);
+        }
     }
 }
 
