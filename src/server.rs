@@ -96,7 +96,11 @@ pub async fn run(
             state_deadline_ms: config.engine.state_read_deadline_ms,
             ..RankingStats::default()
         },
-        embedder,
+        // One model run per CPU: more at once only share the same cores.
+        embedder: crate::embed::SharedEmbedder::new(
+            embedder,
+            std::thread::available_parallelism().map_or(1, |cpus| cpus.get()),
+        ),
         embed_config: config.embed.clone(),
         chat: chat.clone(),
         request_times: RequestTimes::default(),

@@ -1,8 +1,6 @@
 //! `POST /embed`: a text's vector (and an image's) from the configured embedder; and
 //! the ingest-time hook that gives catalog items without `embeddings` one.
 
-use std::sync::Arc;
-
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::{DecodePaddingMode, Engine as _};
 use serde::Serialize;
@@ -10,7 +8,6 @@ use serde_json::{Map, Value};
 
 use super::image_fetch::fetch_image;
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::embed::Embedder;
 
 /// Standard base64 alphabet, padding optional.
 const BASE64: GeneralPurpose = GeneralPurpose::new(
@@ -69,14 +66,14 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         (None, None) => None,
     };
 
-    let embedder = state.embedder.clone();
-    let (embedding, image_embedding) = tokio::task::spawn_blocking(move || {
-        let embedding = embedder.embed_texts(&[&text])?.pop();
-        let image_embedding = image.map(|bytes| embedder.embed_image(&bytes)).transpose()?;
-        Ok::<_, crate::embed::EmbedError>((embedding, image_embedding))
-    })
-    .await
-    .map_err(|error| ApiError::Internal(format!("embedding task failed: {error}")))??;
+    let (embedding, image_embedding) = state
+        .embedder
+        .run(move |embedder| {
+            let embedding = embedder.embed_texts(&[&text])?.pop();
+            let image_embedding = image.map(|bytes| embedder.embed_image(&bytes)).transpose()?;
+            Ok((embedding, image_embedding))
+        })
+        .await?;
     let embedding = embedding.ok_or_else(|| ApiError::Internal("the embedder returned no vector".into()))?;
     ok(&EmbedResponse {
         embedding,
@@ -147,13 +144,13 @@ pub(super) async fn embed_items(state: &AppState, rows: &mut [Value]) -> Result<
     if texts.is_empty() {
         return Ok(());
     }
-    let embedder: Arc<dyn Embedder> = state.embedder.clone();
-    let vectors = tokio::task::spawn_blocking(move || {
-        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-        embedder.embed_texts(&texts)
-    })
-    .await
-    .map_err(|error| ApiError::Internal(format!("embedding task failed: {error}")))??;
+    let vectors = state
+        .embedder
+        .run(move |embedder| {
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            embedder.embed_texts(&texts)
+        })
+        .await?;
     for (index, vector) in targets.into_iter().zip(vectors) {
         if let Value::Object(item) = &mut rows[index] {
             item.insert("embeddings".to_owned(), vector_value(&vector));

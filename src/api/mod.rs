@@ -79,7 +79,7 @@ pub struct AppState {
     /// Live-state reads on the ranking path: deadline and misses.
     pub ranking: RankingStats,
     /// Text and image embeddings for `/embed`, ingest-time item vectors and search.
-    pub embedder: Arc<dyn crate::embed::Embedder>,
+    pub embedder: crate::embed::SharedEmbedder,
     /// `/embed` limits, `image_url` policy and ingest-time embedding settings.
     pub embed_config: crate::config::EmbedConfig,
     /// `POST /chat`: the conversation actors, the optional LLM, counters.

@@ -168,16 +168,15 @@ async fn query_vector(state: &AppState, query: &str, candidates: &[Candidate]) -
     if !comparable {
         return None;
     }
-    let embedder = Arc::clone(&state.embedder);
     let query = query.to_owned();
-    match tokio::task::spawn_blocking(move || embedder.embed_texts(&[query.as_str()])).await {
-        Ok(Ok(mut vectors)) => vectors.pop(),
-        Ok(Err(error)) => {
-            tracing::warn!(%error, "embedding the query failed; searching without its vector");
-            None
-        }
+    match state
+        .embedder
+        .run(move |embedder| embedder.embed_texts(&[query.as_str()]))
+        .await
+    {
+        Ok(mut vectors) => vectors.pop(),
         Err(error) => {
-            tracing::warn!(%error, "the query embedding task failed; searching without its vector");
+            tracing::warn!(%error, "embedding the query failed; searching without its vector");
             None
         }
     }

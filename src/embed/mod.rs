@@ -17,6 +17,8 @@ pub mod minilm;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tokio::sync::Semaphore;
+
 use crate::config::EmbedConfig;
 
 pub use hashed::HashedEmbedder;
@@ -48,6 +50,54 @@ pub trait Embedder: Send + Sync {
     /// An L2-normalised vector of an encoded image (PNG, JPEG, ...), in the same
     /// dimensionality as the texts.
     fn embed_image(&self, bytes: &[u8]) -> Result<Vec<f32>, EmbedError>;
+}
+
+/// The node's embedder as the request handlers share it: each call runs off the async
+/// workers (`spawn_blocking`), and at most `concurrent` run at once. A model run
+/// takes milliseconds of CPU and buffers of its own; without the bound, a burst of
+/// `/embed`, search or catalog requests would start one for every request at once,
+/// on up to the blocking pool's 512 threads. With it, the extra calls wait their
+/// turn, under their request's deadline.
+pub struct SharedEmbedder {
+    model: Arc<dyn Embedder>,
+    runs: Arc<Semaphore>,
+}
+
+impl SharedEmbedder {
+    /// `concurrent` is raised to 1 if it is 0.
+    pub fn new(model: Arc<dyn Embedder>, concurrent: usize) -> SharedEmbedder {
+        SharedEmbedder {
+            model,
+            runs: Arc::new(Semaphore::new(concurrent.max(1))),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.model.name()
+    }
+
+    pub fn dimensions(&self) -> usize {
+        self.model.dimensions()
+    }
+
+    /// Runs `work` with the model on a blocking thread once a run is free.
+    pub async fn run<T, F>(&self, work: F) -> Result<T, EmbedError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn Embedder) -> Result<T, EmbedError> + Send + 'static,
+    {
+        let permit = Arc::clone(&self.runs)
+            .acquire_owned()
+            .await
+            .map_err(|_| EmbedError::Model("the embedder is shut down".into()))?;
+        let model = Arc::clone(&self.model);
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work(model.as_ref())
+        })
+        .await
+        .map_err(|error| EmbedError::Model(format!("the embedding task failed: {error}")))?
+    }
 }
 
 /// The embedder the configuration names: MiniLM from `model_dir`, or the built-in
@@ -87,6 +137,40 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_shared_embedder_runs_at_most_its_bound_at_once() {
+        let shared = Arc::new(SharedEmbedder::new(Arc::new(HashedEmbedder::new()), 2));
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let calls: Vec<_> = (0..8)
+            .map(|call| {
+                let (shared, running, most) = (shared.clone(), running.clone(), most.clone());
+                tokio::spawn(async move {
+                    shared
+                        .run(move |model| {
+                            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            let vectors = model.embed_texts(&[&format!("call {call}")]);
+                            std::thread::sleep(Duration::from_millis(30));
+                            running.fetch_sub(1, Ordering::SeqCst);
+                            vectors
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for call in calls {
+            let vectors = call.await.unwrap().unwrap();
+            assert_eq!(vectors[0].len(), shared.dimensions());
+        }
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            2,
+            "8 calls, at most 2 at once, and 2 did overlap"
+        );
+    }
 
     #[test]
     fn normalize_makes_unit_vectors_and_leaves_zeros() {
