@@ -147,6 +147,11 @@ pub struct SpawnedServer {
 }
 
 impl SpawnedServer {
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
     /// Starts `binary serve --bind 127.0.0.1:0` on a fresh data dir with `admin_key` as
     /// RANKSTREAM_ADMIN_KEY and durability sync, plus `extra_args` and `extra_env`, and
     /// returns it with its `http://IP:PORT` URL (from its `rankstream listening on` line).
@@ -287,6 +292,40 @@ pub fn machine_description() -> String {
         })
         .unwrap_or(0.0);
     format!("{cpus} CPUs{model}, {:.1} GiB RAM", memory_kib / 1024.0 / 1024.0)
+}
+
+/// Clock ticks per second of `/proc` CPU times (USER_HZ, fixed at 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+/// The name and the CPU time (user + system, seconds) of a `/proc/.../stat` file: a
+/// process's (all its threads, exited ones included) or one thread's.
+fn stat_cpu(path: &Path) -> Option<(String, f64)> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let name = stat.get(open + 1..close)?.to_owned();
+    // After the name: state (field 3) ... utime (field 14), stime (field 15).
+    let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some((name, ticks as f64 / USER_HZ))
+}
+
+/// CPU seconds used so far by process `pid`.
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    stat_cpu(Path::new(&format!("/proc/{pid}/stat"))).map(|(_, seconds)| seconds)
+}
+
+/// CPU seconds used so far by this process, and by those of its live threads named `name`.
+pub fn own_cpu_seconds(name: &str) -> Option<(f64, f64)> {
+    let (_, all) = stat_cpu(Path::new("/proc/self/stat"))?;
+    let mut named = 0.0;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        if let Some((thread, seconds)) = stat_cpu(&task.path().join("stat")) {
+            if thread == name {
+                named += seconds;
+            }
+        }
+    }
+    Some((all, named))
 }
 
 /// The machine's CPU time counters (the `cpu` line of `/proc/stat`), to tell how much

@@ -16,7 +16,9 @@
 //! 2. Maximum throughput, closed loop: `--connections` keep-alive connections, one request in
 //!    flight on each, for `--seconds`, alternating bare, rankstream, bare, rankstream, ...
 //!    (`--rounds` each, after `--warmup-seconds` of unmeasured load on each). Medians are
-//!    reported, and rankstream's median / the bare server's.
+//!    reported, and rankstream's median / the bare server's; and each round's CPU time per
+//!    request (`/proc`) of the server it measured and of the client, which tells what the
+//!    ratio is made of on a machine all three share.
 //! 3. Latency, open loop: `--latency-seconds` at half of rankstream's median maximum, first on
 //!    rankstream, then on the bare server at the same rate. A dispatcher thread schedules
 //!    request i at start + i / rate and hands it to a pool of `--latency-connections`
@@ -62,8 +64,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    add_to_index, command_line, generate_key, machine_description, median, percentile, server_binary, thousands,
-    utc_now, write_markdown_section, CpuTimes, SpawnedServer, Target,
+    add_to_index, command_line, generate_key, machine_description, median, own_cpu_seconds, percentile,
+    process_cpu_seconds, server_binary, thousands, utc_now, write_markdown_section, CpuTimes, SpawnedServer, Target,
 };
 
 const MARKDOWN_HEADING: &str = "## Recommend latency";
@@ -78,6 +80,8 @@ const RATE_LIMIT_ENV: [(&str, &str); 2] = [
 ];
 /// Items per catalog bulk request and events per events request during the setup.
 const SETUP_BATCH: usize = 5_000;
+/// The bare server's runtime threads (their CPU time is told apart from the client's).
+const BARE_THREAD_NAME: &str = "bare-hyper";
 /// Distinct request bodies, cycled through by every phase.
 const BODIES: usize = 10_000;
 /// Real recommend responses whose median length sizes the bare server's answer.
@@ -455,6 +459,52 @@ struct Round {
     seconds: f64,
     per_sec: f64,
     latencies: Vec<f64>,
+    /// CPU time per request, where `/proc` could be read.
+    cpu: Option<RoundCpu>,
+}
+
+/// CPU time per request of a closed-loop round, in µs.
+#[derive(Clone, Copy)]
+struct RoundCpu {
+    /// The measured server's: all of rankstream's process, or the bare server's threads.
+    server_us: f64,
+    /// The tool's own threads but the bare server's: the load generator.
+    client_us: f64,
+}
+
+/// CPU seconds used so far by the rankstream server, the bare server's threads, and
+/// the rest of this tool (the load generator).
+#[derive(Clone, Copy)]
+struct CpuUse {
+    rankstream: f64,
+    bare: f64,
+    client: f64,
+}
+
+impl CpuUse {
+    fn now(server_pid: Option<u32>) -> Option<CpuUse> {
+        let rankstream = process_cpu_seconds(server_pid?)?;
+        let (all, bare) = own_cpu_seconds(BARE_THREAD_NAME)?;
+        Some(CpuUse {
+            rankstream,
+            bare,
+            client: all - bare,
+        })
+    }
+
+    /// Per request of a round of `requests` on the bare server (`bare`) or on rankstream.
+    fn per_request(self, later: CpuUse, bare: bool, requests: usize) -> RoundCpu {
+        let server = if bare {
+            later.bare - self.bare
+        } else {
+            later.rankstream - self.rankstream
+        };
+        let per_request_us = |seconds: f64| seconds * 1e6 / requests.max(1) as f64;
+        RoundCpu {
+            server_us: per_request_us(server),
+            client_us: per_request_us(later.client - self.client),
+        }
+    }
 }
 
 /// `connections` keep-alive connections, one request in flight each, for `seconds`.
@@ -510,6 +560,7 @@ async fn closed_loop(
         seconds,
         per_sec: latencies.len() as f64 / seconds,
         latencies,
+        cpu: None,
     })
 }
 
@@ -720,6 +771,27 @@ fn goals(report: &Report, args: &Args) -> Vec<Goal> {
     ]
 }
 
+/// The rounds' median CPU time per request, of each server and of the client, and
+/// what they say of the throughput ratio (the client and both servers share the CPUs).
+fn cpu_medians(bare: &[Round], ours: &[Round]) -> Option<String> {
+    let median_of = |rounds: &[Round], part: fn(RoundCpu) -> f64| -> Option<f64> {
+        let values: Vec<f64> = rounds.iter().map(|round| round.cpu.map(part)).collect::<Option<_>>()?;
+        Some(median(&values))
+    };
+    let bare_server = median_of(bare, |cpu| cpu.server_us)?;
+    let ours_server = median_of(ours, |cpu| cpu.server_us)?;
+    let bare_client = median_of(bare, |cpu| cpu.client_us)?;
+    let ours_client = median_of(ours, |cpu| cpu.client_us)?;
+    Some(format!(
+        "CPU per request (medians): bare server {bare_server:.1} µs, rankstream {ours_server:.1} µs ({:.1}x); \
+         client {bare_client:.1} µs per bare request, {ours_client:.1} µs per rankstream request. All in, \
+         {:.1} µs per bare request and {:.1} µs per rankstream request.",
+        ours_server / bare_server,
+        bare_server + bare_client,
+        ours_server + ours_client,
+    ))
+}
+
 fn markdown_section(args: &Args, report: &Report) -> String {
     let (ours_max, bare_max) = (
         Report::median_rate(&report.ours_rounds),
@@ -760,18 +832,28 @@ fn markdown_section(args: &Args, report: &Report) -> String {
     out.push_str(&format!(
         "\n### Maximum throughput\n\nClosed loop: {} keep-alive connections, one request in flight on each, \
          {} s per round after {} s of unmeasured load on each target; rounds alternate bare, rankstream, bare, \
-         ...\n\n| round | bare hyper req/s | rankstream req/s | rankstream p50 | rankstream p99 |\n\
-         |---:|---:|---:|---:|---:|\n",
+         ...; CPU per request is the server's CPU time during the round (all of rankstream's process; the bare \
+         server's runtime threads) and the load generator's (the tool's other threads), over the round's \
+         requests.\n\n| round | bare hyper req/s | rankstream req/s | rankstream p50 | rankstream p99 | \
+         CPU/request: bare server | CPU/request: rankstream | CPU/request: client (bare, rankstream) |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.connections, args.seconds, args.warmup_seconds,
     ));
+    let micros = |cpu: Option<RoundCpu>, part: fn(RoundCpu) -> f64| {
+        cpu.map_or("-".to_owned(), |cpu| format!("{:.1} µs", part(cpu)))
+    };
     for (number, (bare, ours)) in report.bare_rounds.iter().zip(&report.ours_rounds).enumerate() {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {}, {} |\n",
             number + 1,
             thousands(bare.per_sec),
             thousands(ours.per_sec),
             ms(percentile(&ours.latencies, 0.5)),
             ms(percentile(&ours.latencies, 0.99)),
+            micros(bare.cpu, |cpu| cpu.server_us),
+            micros(ours.cpu, |cpu| cpu.server_us),
+            micros(bare.cpu, |cpu| cpu.client_us),
+            micros(ours.cpu, |cpu| cpu.client_us),
         ));
     }
     out.push_str(&format!(
@@ -780,6 +862,9 @@ fn markdown_section(args: &Args, report: &Report) -> String {
         thousands(ours_max),
         report.ratio() * 100.0,
     ));
+    if let Some(line) = cpu_medians(&report.bare_rounds, &report.ours_rounds) {
+        out.push_str(&format!("\n{line}\n"));
+    }
     let (ours, bare) = (&report.ours_latency, &report.bare_latency);
     out.push_str(&format!(
         "\n### Latency at {:.0}% of rankstream's maximum\n\nOpen loop at {} req/s for {} s per target \
@@ -846,6 +931,7 @@ async fn measure(
     bare: &Arc<Target>,
     bodies: &Arc<Vec<Bytes>>,
     (response_bytes, bare_bytes, bare_threads): (usize, usize, usize),
+    server_pid: Option<u32>,
 ) -> Result<Report> {
     let (mut bare_failures, mut ours_failures) = (Failures::default(), Failures::default());
     for (name, target, failures) in [
@@ -861,13 +947,22 @@ async fn measure(
             ("bare hyper", bare, &mut bare_failures, &mut bare_rounds),
             ("rankstream", ours, &mut ours_failures, &mut ours_rounds),
         ] {
-            let result = closed_loop(target, bodies, args.connections, args.seconds, failures).await?;
+            let before = CpuUse::now(server_pid);
+            let mut result = closed_loop(target, bodies, args.connections, args.seconds, failures).await?;
+            let is_bare = Arc::ptr_eq(target, bare);
+            result.cpu = before
+                .zip(CpuUse::now(server_pid))
+                .map(|(before, after)| before.per_request(after, is_bare, result.requests));
             println!(
-                "round {round} {name}: {} requests in {:.2} s = {} req/s ({})",
+                "round {round} {name}: {} requests in {:.2} s = {} req/s ({}){}",
                 thousands(result.requests as f64),
                 result.seconds,
                 thousands(result.per_sec),
-                summary(&result.latencies)
+                summary(&result.latencies),
+                result.cpu.map_or(String::new(), |cpu| format!(
+                    "; CPU per request: server {:.1} µs, client {:.1} µs",
+                    cpu.server_us, cpu.client_us
+                )),
             );
             rounds.push(result);
         }
@@ -880,6 +975,9 @@ async fn measure(
         thousands(ours_max),
         100.0 * ours_max / bare_max
     );
+    if let Some(line) = cpu_medians(&bare_rounds, &ours_rounds) {
+        println!("{line}");
+    }
     let rate = ours_max * args.load_fraction;
     ensure!(rate > 0.0, "no rankstream throughput to take a fraction of");
     let (n, seconds) = (args.latency_connections, args.latency_seconds);
@@ -948,7 +1046,7 @@ async fn main() -> Result<()> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let bare_runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(bare_threads)
-        .thread_name("bare-hyper")
+        .thread_name(BARE_THREAD_NAME)
         .enable_all()
         .build()?;
     let outcome = async {
@@ -974,6 +1072,7 @@ async fn main() -> Result<()> {
             &bare,
             &bodies,
             (response_bytes, bare_body.len(), bare_threads),
+            server.pid(),
         )
         .await
     }
