@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::image_fetch::fetch_image;
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
+use crate::embed::Lane;
 
 /// Standard base64 alphabet, padding optional.
 const BASE64: GeneralPurpose = GeneralPurpose::new(
@@ -68,7 +69,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
 
     let (embedding, image_embedding) = state
         .embedder
-        .run(move |embedder| {
+        .run(Lane::Request, move |embedder| {
             let embedding = embedder.embed_texts(&[&text])?.pop();
             let image_embedding = image.map(|bytes| embedder.embed_image(&bytes)).transpose()?;
             Ok((embedding, image_embedding))
@@ -146,7 +147,7 @@ pub(super) async fn embed_items(state: &AppState, rows: &mut [Value]) -> Result<
     }
     let vectors = state
         .embedder
-        .run(move |embedder| {
+        .run(Lane::Ingest, move |embedder| {
             let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
             embedder.embed_texts(&texts)
         })

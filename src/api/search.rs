@@ -18,6 +18,7 @@ use super::embedded_events::{apply_to_context, embedded_events, EmbeddedEvent};
 use super::recommend::{optional_string, rank_context};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::config::SearchConfig;
+use crate::embed::Lane;
 use crate::engine::StateKey;
 use crate::ranking::{feature_vectors, Candidate, Feature, FeatureVector, FEATURES};
 use crate::search::TextHit;
@@ -171,7 +172,7 @@ async fn query_vector(state: &AppState, query: &str, candidates: &[Candidate]) -
     let query = query.to_owned();
     match state
         .embedder
-        .run(move |embedder| embedder.embed_texts(&[query.as_str()]))
+        .run(Lane::Request, move |embedder| embedder.embed_texts(&[query.as_str()]))
         .await
     {
         Ok(mut vectors) => vectors.pop(),

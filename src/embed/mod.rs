@@ -52,15 +52,26 @@ pub trait Embedder: Send + Sync {
     fn embed_image(&self, bytes: &[u8]) -> Result<Vec<f32>, EmbedError>;
 }
 
+/// Who a model run is for. Each kind has its own bound, so that catalog uploads that
+/// embed thousands of items hold no run a `/embed` or search request waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// A request waiting on the vector: `/embed`, a hybrid search's query.
+    Request,
+    /// Items embedded as the catalog takes them (`embed.embed_items_at_ingest`).
+    Ingest,
+}
+
 /// The node's embedder as the request handlers share it: each call runs off the async
-/// workers (`spawn_blocking`), and at most `concurrent` run at once. A model run
-/// takes milliseconds of CPU and buffers of its own; without the bound, a burst of
-/// `/embed`, search or catalog requests would start one for every request at once,
-/// on up to the blocking pool's 512 threads. With it, the extra calls wait their
+/// workers (`spawn_blocking`), and at most `concurrent` run at once in each [`Lane`].
+/// A model run takes milliseconds of CPU and buffers of its own; without the bound, a
+/// burst of `/embed`, search or catalog requests would start one for every request at
+/// once, on up to the blocking pool's 512 threads. With it, the extra calls wait their
 /// turn, under their request's deadline.
 pub struct SharedEmbedder {
     model: Arc<dyn Embedder>,
-    runs: Arc<Semaphore>,
+    requests: Arc<Semaphore>,
+    ingest: Arc<Semaphore>,
 }
 
 impl SharedEmbedder {
@@ -68,7 +79,8 @@ impl SharedEmbedder {
     pub fn new(model: Arc<dyn Embedder>, concurrent: usize) -> SharedEmbedder {
         SharedEmbedder {
             model,
-            runs: Arc::new(Semaphore::new(concurrent.max(1))),
+            requests: Arc::new(Semaphore::new(concurrent.max(1))),
+            ingest: Arc::new(Semaphore::new(concurrent.max(1))),
         }
     }
 
@@ -80,13 +92,17 @@ impl SharedEmbedder {
         self.model.dimensions()
     }
 
-    /// Runs `work` with the model on a blocking thread once a run is free.
-    pub async fn run<T, F>(&self, work: F) -> Result<T, EmbedError>
+    /// Runs `work` with the model on a blocking thread once a run of its lane is free.
+    pub async fn run<T, F>(&self, lane: Lane, work: F) -> Result<T, EmbedError>
     where
         T: Send + 'static,
         F: FnOnce(&dyn Embedder) -> Result<T, EmbedError> + Send + 'static,
     {
-        let permit = Arc::clone(&self.runs)
+        let runs = match lane {
+            Lane::Request => &self.requests,
+            Lane::Ingest => &self.ingest,
+        };
+        let permit = Arc::clone(runs)
             .acquire_owned()
             .await
             .map_err(|_| EmbedError::Model("the embedder is shut down".into()))?;
@@ -149,7 +165,7 @@ mod tests {
                 let (shared, running, most) = (shared.clone(), running.clone(), most.clone());
                 tokio::spawn(async move {
                     shared
-                        .run(move |model| {
+                        .run(Lane::Request, move |model| {
                             let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(now, Ordering::SeqCst);
                             let vectors = model.embed_texts(&[&format!("call {call}")]);
@@ -170,6 +186,39 @@ mod tests {
             2,
             "8 calls, at most 2 at once, and 2 did overlap"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ingest_runs_do_not_wait_for_request_runs() {
+        let shared = Arc::new(SharedEmbedder::new(Arc::new(HashedEmbedder::new()), 1));
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (started, has_started) = tokio::sync::oneshot::channel::<()>();
+        let holder = shared.clone();
+        let held = tokio::spawn(async move {
+            holder
+                .run(Lane::Request, move |model| {
+                    started.send(()).ok();
+                    released.recv_timeout(Duration::from_secs(10)).ok();
+                    model.embed_texts(&["held"])
+                })
+                .await
+        });
+        has_started.await.unwrap();
+        // The request lane's only run is taken; an ingest run still goes through.
+        let ingest = tokio::time::timeout(
+            Duration::from_secs(5),
+            shared.run(Lane::Ingest, |model| model.embed_texts(&["an item"])),
+        )
+        .await;
+        release.send(()).unwrap();
+        assert_eq!(
+            ingest
+                .expect("an ingest run waited for the request lane")
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(held.await.unwrap().unwrap().len(), 1);
     }
 
     #[test]
