@@ -1,4 +1,4 @@
-//! Pieces shared by the benchmark tools (`bench-catalog`, `bench-events`), included by
+//! Pieces shared by the benchmark tools (`bench-*`, `eval-offline`), included by
 //! each with `#[path = "bench_common.rs"] mod bench_common;`: a keep-alive HTTP/1.1
 //! client, a spawned `rankstream serve` (killed, and its temp dir removed, if the tool is
 //! interrupted), percentiles and medians, and the writer of a tool's section of

@@ -169,7 +169,7 @@ mod tests {
                             let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(now, Ordering::SeqCst);
                             let vectors = model.embed_texts(&[&format!("call {call}")]);
-                            std::thread::sleep(Duration::from_millis(30));
+                            std::thread::sleep(Duration::from_millis(50));
                             running.fetch_sub(1, Ordering::SeqCst);
                             vectors
                         })
