@@ -172,11 +172,7 @@ fn page_view(id: String, sid: &str, uid: Option<&str>, item: &str, at_ms: i64) -
 }
 
 fn candidate(id: &str) -> Candidate {
-    Candidate {
-        id: id.to_owned(),
-        attributes: Default::default(),
-        features: None,
-    }
+    Candidate::new(id.to_owned(), Default::default())
 }
 
 fn model_ids(list: &str) -> Vec<String> {

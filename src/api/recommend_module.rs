@@ -103,11 +103,7 @@ fn score_items(
         for (item_index, item) in module.items.iter().enumerate() {
             if item.fixed_position.is_none() {
                 owners.push((module_index, item_index));
-                candidates.push(Candidate {
-                    id: item.id.clone(),
-                    attributes: Map::new(),
-                    features: None,
-                });
+                candidates.push(Candidate::new(item.id.clone(), Map::new()));
             }
         }
     }
@@ -133,11 +129,7 @@ fn score_modules(
         .collect();
     let candidates: Vec<Candidate> = unpinned
         .iter()
-        .map(|&index| Candidate {
-            id: modules[index].id.clone(),
-            attributes: Map::new(),
-            features: None,
-        })
+        .map(|&index| Candidate::new(modules[index].id.clone(), Map::new()))
         .collect();
     let ranked = rank(model, context, &candidates, None).map_err(model_error)?;
     let mut scores = vec![0.0; modules.len()];

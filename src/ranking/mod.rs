@@ -202,11 +202,7 @@ mod tests {
     use serde_json::json;
 
     fn candidate(id: &str, attributes: Value) -> Candidate {
-        Candidate {
-            id: id.into(),
-            attributes: attributes.as_object().cloned().unwrap_or_default(),
-            features: None,
-        }
+        Candidate::new(id.into(), attributes.as_object().cloned().unwrap_or_default())
     }
 
     #[test]
