@@ -113,6 +113,11 @@ pub enum Durability {
 pub struct EngineConfig {
     /// Mailbox capacity of each shard actor and live actor.
     pub shard_mailbox: usize,
+    /// Events in flight per shard (accepted, not yet applied everywhere and learned);
+    /// past it, ingest waits.
+    pub max_events_in_flight: usize,
+    /// Batches the group-commit writer queues; past it, writers wait.
+    pub commit_queue: usize,
     /// Topology file; empty means the embedded single-node topology.
     pub topology_file: String,
     /// A session actor idle this long persists its state and stops.
@@ -295,6 +300,8 @@ impl Config {
         let engine = &self.engine;
         for (name, value) in [
             ("engine.shard_mailbox", engine.shard_mailbox as u64),
+            ("engine.max_events_in_flight", engine.max_events_in_flight as u64),
+            ("engine.commit_queue", engine.commit_queue as u64),
             ("engine.session_idle_ttl_ms", engine.session_idle_ttl_ms),
             ("engine.user_idle_ttl_ms", engine.user_idle_ttl_ms),
             (

@@ -2,69 +2,102 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: configuration sections, layered defaults < file < environment.
-//! - [`topology`]: shards and nodes; key → shard with Kafka's murmur2 partitioner.
-//! - [`storage`]: the only module that touches RocksDB (column families, key layout,
-//!   durable batches, the group-commit writer thread).
+//! The layers, top first; a module imports only its own layer and those below
+//! (`tests/layering.rs` checks it):
+//!
+//! - [`api`]: the hyper frontend: routing, auth, rate quota, body limits, deadline;
+//!   one file per endpoint group that decodes a request, makes one service call and
+//!   encodes the answer; shared decoding rules in `api::decode`; the one place errors
+//!   become statuses (`api::error`). The only module that speaks HTTP (also as a
+//!   client: image fetching, the optional chat LLM).
+//! - [`service`]: the node's use cases without HTTP, one method each on
+//!   [`service::Services`] (upsert items with their ingest-time vectors, users,
+//!   events, recommend, modules, search, rerank, chat turn, embed, admin), typed
+//!   requests and results, one [`service::ServiceError`].
 //! - [`engine`]: the actors and the router from keys to them. Per shard: a
 //!   `CatalogShard` (items, users, tables) and a `ShardHost` (the shard's event log
-//!   and its live `SessionActor`s and `UserActor`s). [`engine::catalog`] holds the
-//!   catalog's rules, [`engine::event`] the event formats, [`engine::live_state`]
-//!   how live state changes and decays.
-//! - [`stream`]: Kafka: the consumer of the node's shard partitions, the producer of
-//!   REST events, dead letters.
-//! - [`ranking`]: the model trait, the registry of models by id, and ranking of
-//!   candidates (order, limit, duplicate-id echo) and of modules (placement of
-//!   pinned modules and items); pure, no HTTP.
-//! - [`training`]: the learner thread fed by durable events (popularity,
-//!   co-visitation, the learned ranker from `rec_id` outcomes), its artifacts in the
-//!   `models` column family, rebuilt from the log without deleted users.
-//! - [`chat`]: what a chat message asks for (constraints, merged across turns), which
-//!   rows satisfy it, and the reply text; pure. Conversations live in
-//!   `engine::conversation` (one `ConversationActor` each), the endpoint in `api::chat`.
+//!   and its live `SessionActor`s and `UserActor`s; a folder: ingest, live actors,
+//!   state reads, recovery, messages). [`engine::catalog`] holds the catalog's
+//!   rules; conversations live in `engine::conversation`.
+//! - [`ranking`]: the model kinds (popularity, co-visitation, affinity, embedding,
+//!   the learned ranker, blends) and their trained artifacts ([`ranking::Trained`],
+//!   read as lock-free snapshots), the model registry, and ranking of candidates and
+//!   of modules; pure, no HTTP.
+//! - [`training`]: the learner thread fed by durable events, which updates the
+//!   artifacts and publishes their snapshots, persists them to the `models` column
+//!   family and rebuilds them from the log (without deleted users) on a thread of
+//!   its own. The arrow is training → ranking, never back.
+//! - [`chat`]: what a chat message asks for (constraints, merged across turns),
+//!   which rows satisfy it, and the reply text; pure.
 //! - [`search`]: the catalog's full-text index (tantivy), fed from catalog writes
 //!   by its indexer thread; BM25 with typo tolerance; pure, no HTTP.
-//! - [`keys`]: API keys, stored hashed, shared by the HTTP admin API and the CLI.
-//! - [`api`]: the hyper frontend: routing, auth, rate quota, body limits, deadline,
-//!   one file per endpoint group, and the one place errors become statuses.
-//! - [`server`]: assembles a node (recovery, checkpoints, Kafka) and stops it in order.
-//! - [`clock`], [`time`]: the injected clock and timestamp formats.
-//! - [`embed`]: the `Embedder` trait, the MiniLM sentence model and the built-in hashed embedder.
+//! - [`embed`]: the `Embedder` trait, the MiniLM sentence model and the built-in
+//!   hashed embedder, run off the request threads in bounded lanes.
+//! - [`stream`]: Kafka: the consumer of the node's shard partitions, the producer of
+//!   REST events, dead letters.
+//! - [`api_keys`]: API keys, stored hashed.
+//! - [`storage`]: the only module that touches RocksDB (column families, the key
+//!   layout, durable batches, the bounded group-commit writer thread); used only
+//!   below the service layer.
+//! - The base, which imports no layer: [`domain`] (events, live state, signals, item
+//!   features, which live state a request is about), [`config`], [`topology`] (shards
+//!   and nodes; key → shard with Kafka's murmur2 partitioner), [`clock`], [`time`].
+//! - [`server`]: assembles a node ([`server::Node`]) and serves it; stops it in order.
 //!
 //! # Path of a request
 //!
 //! `api::serve` accepts a connection → `api::handle` applies the deadline →
 //! `api::route` matches the path (`api::routes`), authorizes the key and its scope
 //! (`api::auth`), takes a token from the key's rate bucket, reads the body under the
-//! size limit → an endpoint module (`api::catalog`, `api::users`, `api::events`,
-//! `api::admin`) decodes JSON and calls the [`engine::Engine`] → catalog writes go
-//! key → shard → that shard's `CatalogShard`, which validates, stamps reserved fields
-//! and commits a durable RocksDB batch before replying; reads go straight to RocksDB
-//! and the table registry; live-state reads ask the key's `ShardHost`. Searches
-//! (`api::search`, `api::rerank`) read the [`search::SearchIndex`] directly, which
-//! the catalog shards feed through the indexer thread after each durable write.
+//! size limit → the endpoint's file decodes it into a typed request and calls one
+//! [`service::Services`] method → the service does the use case:
+//!
+//! - catalog and users: key → shard → that shard's `CatalogShard`, which validates,
+//!   stamps reserved fields and commits a durable RocksDB batch before replying
+//!   (items first get their vectors when ingest-time embedding is on); reads go
+//!   straight to RocksDB and the table registry;
+//! - events: through Kafka first when it is on, then the path of an event below;
+//!   live-state reads ask the key's `ShardHost`;
+//! - recommend and modules: the candidates' catalog features (`ItemReader`), the
+//!   session's and user's signals (published by their live actors, else read from
+//!   their hosts under a deadline), the model scores them over the latest trained
+//!   snapshot, the ranking is ordered, and what it showed is recorded for learning;
+//! - search and rerank: the [`search::SearchIndex`] (which the catalog shards feed
+//!   through the indexer thread after each durable write), blended with the same
+//!   ranking features; chat: a conversation actor merges the message's constraints,
+//!   search retrieves, the rows are filtered, and the reply is composed (or written
+//!   by the LLM); embed: the embedder's request lane.
+//!
+//! The service's answer is encoded by the endpoint; a [`service::ServiceError`]
+//! becomes a status and a `{code, message}` body in `api::error`.
 //!
 //! # Path of an event
 //!
-//! REST (`api::events`) or Kafka (`stream`) → one [`engine::event::Event`] →
-//! `Engine::ingest` routes it by its routing key (uid, else sid, else cid) to that
-//! shard's `ShardHost` → the host drops duplicates (event id index), gives it the
-//! next log sequence number and queues it for the group commit → once the batch is
-//! fsynced, it is applied in sequence order to the `UserActor` of its uid and the
-//! `SessionActor` of its sid (on the sid's shard) → the caller is answered when every
-//! actor the batch reached has applied it. Checkpoints persist live state; after a
-//! crash each shard replays its log past its checkpoint.
+//! REST (`api::events` → `Services::ingest_events`) or Kafka (`stream`) → one
+//! [`domain::event::Event`] → `Engine::ingest` takes credits for the events in
+//! flight on their shard (callers wait past `engine.max_events_in_flight`) and
+//! routes each by its routing key (uid, else sid, else cid) to that shard's
+//! `ShardHost` → the host drops duplicates (event id index), gives it the next log
+//! sequence number and queues it for the group commit (a bounded queue) → once the
+//! batch is fsynced, it is applied in sequence order to the `UserActor` of its uid
+//! and the `SessionActor` of its sid (on the sid's shard), and handed to the
+//! learner's bounded queue → the caller is answered when every actor the batch
+//! reached has applied it and the learner took it. Checkpoints persist live state
+//! (a failed persist fails the checkpoint, which then moves no replay point); after
+//! a crash each shard replays its log past its checkpoint.
 
 pub mod api;
+pub mod api_keys;
 pub mod chat;
 pub mod clock;
 pub mod config;
+pub mod domain;
 pub mod embed;
 pub mod engine;
-pub mod keys;
 pub mod ranking;
 pub mod search;
 pub mod server;
+pub mod service;
 pub mod storage;
 pub mod stream;
 pub mod time;

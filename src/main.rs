@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
+use rankstream::api_keys::{KeyStore, NewKey};
 use rankstream::clock::{Clock, SystemClock};
 use rankstream::config::Config;
-use rankstream::keys::{KeyStore, NewKey};
 use rankstream::storage::Storage;
 use rankstream::time::parse_time_value;
 use serde_json::json;

@@ -1,4 +1,5 @@
-//! Assembly of a node: storage, keys, engine, HTTP frontend; and its orderly stop.
+//! Assembly of a node ([`Node`]: storage, keys, learner, engine, search, chat,
+//! Kafka, the services over them), the HTTP frontend on it, and its orderly stop.
 
 use std::future::Future;
 use std::io::Write;
@@ -8,17 +9,134 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
-use crate::api::{self, AppState, ChatState, RankingStats, RateLimits, RequestTimes};
+use crate::api::{self, AppState, LlmClient, RateLimits, RequestTimes};
+use crate::api_keys::KeyStore;
 use crate::clock::SharedClock;
 use crate::config::Config;
+use crate::embed::SharedEmbedder;
 use crate::engine::Engine;
-use crate::keys::KeyStore;
 use crate::ranking::ModelRegistry;
 use crate::search::SearchIndex;
+use crate::service::chat::{ChatService, ReplyWriter};
+use crate::service::{RankingStats, Services};
 use crate::storage::Storage;
 use crate::stream::{start_consumer, EventProducer, SharedStats};
 use crate::topology::{Topology, SINGLE_TOML};
 use crate::training::Training;
+
+/// A started node: its services, and what stops with it.
+pub struct Node {
+    /// The use cases, for the HTTP frontend, the CLI and the tools.
+    pub services: Arc<Services>,
+    storage: Storage,
+    /// The periodic checkpoints and the Kafka consumer, aborted at stop.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Node {
+    /// Opens the data directory, starts the learner, the shard actors, the search
+    /// index, the conversations and (when configured) Kafka, and recovers live state.
+    /// Must run inside an actix `System`. `admin_secret` is `RANKSTREAM_ADMIN_KEY`.
+    pub async fn start(config: &Config, clock: SharedClock, admin_secret: Option<&str>) -> anyhow::Result<Node> {
+        let topology = load_topology(config)?;
+        let retention = config.training.ranking_retention();
+        let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
+            .with_context(|| format!("opening the data directory {}", config.storage.data_dir.display()))?;
+        let keys = Arc::new(KeyStore::load(storage.clone(), clock.clone())?);
+        if let Some(secret) = keys.bootstrap_admin(admin_secret)? {
+            println!("bootstrap admin key: {secret}");
+            println!("(shown once; keep it, or set RANKSTREAM_ADMIN_KEY to choose your own)");
+        }
+        let training = Training::start(storage.clone(), topology.shards, config.training.clone())?;
+        let models = load_models(config, &training)?;
+        let embedder = load_embedder(config).await?;
+        let engine = Arc::new(Engine::start(
+            storage.clone(),
+            topology,
+            clock,
+            &config.engine,
+            training.clone(),
+        )?);
+        let llm: Option<Arc<dyn ReplyWriter>> = match LlmClient::from_config(&config.chat)? {
+            Some(client) => Some(Arc::new(client)),
+            None => None,
+        };
+        let chat = ChatService::start(&engine, &config.chat, llm);
+        let search = open_search(config, &engine)?;
+        let replayed = engine.recover().await?;
+        tracing::info!(replayed, "live state recovered");
+        let mut tasks = vec![tokio::spawn(checkpoint_loop(
+            engine.clone(),
+            config.engine.checkpoint_interval_ms,
+        ))];
+
+        let kafka = &config.kafka;
+        let producer = match (kafka.enabled, kafka.rest_topic.is_empty()) {
+            (true, false) => Some(EventProducer::new(kafka, &kafka.rest_topic, engine.shard_count())?),
+            _ => None,
+        };
+        let stream_stats = kafka.enabled.then(SharedStats::default);
+        if let Some(stats) = stream_stats.as_ref().filter(|_| !kafka.inputs.is_empty()) {
+            let consumer = start_consumer(
+                kafka.clone(),
+                engine.local_shards(),
+                engine.shard_count(),
+                engine.clone(),
+                stats.clone(),
+            )
+            .await?;
+            tasks.push(consumer);
+        }
+        let services = Arc::new(Services {
+            engine,
+            keys,
+            training,
+            models,
+            search,
+            // One model run per CPU: more at once only share the same cores.
+            embedder: SharedEmbedder::new(
+                embedder,
+                std::thread::available_parallelism().map_or(1, |cpus| cpus.get()),
+            ),
+            embed_config: config.embed.clone(),
+            chat,
+            producer,
+            stream_stats,
+            ranking: RankingStats {
+                state_deadline_ms: config.engine.state_read_deadline_ms,
+                ..RankingStats::default()
+            },
+        });
+        Ok(Node {
+            services,
+            storage,
+            tasks,
+        })
+    }
+
+    /// Stops the tasks, checkpoints, stops the actors and the learner, and flushes
+    /// RocksDB.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        for task in &self.tasks {
+            task.abort();
+        }
+        let services = self.services;
+        if let Err(error) = services.engine.checkpoint().await {
+            tracing::error!(%error, "final checkpoint failed; the next start replays the log");
+        }
+        tracing::info!("stopping shard actors and flushing storage");
+        let storage = self.storage;
+        tokio::task::spawn_blocking(move || {
+            services.chat.stop();
+            services.engine.stop();
+            services.search.stop();
+            services.training.stop();
+            storage.flush()
+        })
+        .await??;
+        Ok(())
+    }
+}
 
 /// Runs a node until `shutdown` resolves: serves, then drains in-flight requests,
 /// stops the shard actors and flushes RocksDB. Must run inside an actix `System`.
@@ -29,100 +147,23 @@ pub async fn run(
     admin_secret: Option<String>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let topology = load_topology(&config)?;
-    let retention = config.training.ranking_retention();
-    let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
-        .with_context(|| format!("opening the data directory {}", config.storage.data_dir.display()))?;
-    let keys = Arc::new(KeyStore::load(storage.clone(), clock.clone())?);
-    if let Some(secret) = keys.bootstrap_admin(admin_secret.as_deref())? {
-        println!("bootstrap admin key: {secret}");
-        println!("(shown once; keep it, or set RANKSTREAM_ADMIN_KEY to choose your own)");
-    }
-    let training = Training::start(storage.clone(), topology.shards, config.training.clone())?;
-    let models = load_models(&config, &training)?;
-    let embedder = load_embedder(&config).await?;
-    let shards = topology.shards;
-    let chat = Arc::new(ChatState::start(&config.chat, storage.clone(), shards, clock.clone())?);
-    let engine = Arc::new(Engine::start(
-        storage.clone(),
-        topology,
-        clock,
-        &config.engine,
-        training.clone(),
-    )?);
-    let search = open_search(&config, &engine)?;
-    let replayed = engine.recover().await?;
-    tracing::info!(replayed, "live state recovered");
-    let checkpoints = tokio::spawn(checkpoint_loop(engine.clone(), config.engine.checkpoint_interval_ms));
+    let node = Node::start(&config, clock, admin_secret.as_deref()).await?;
     let listener = TcpListener::bind(&config.server.bind)
         .await
         .with_context(|| format!("binding {}", config.server.bind))?;
     let address = listener.local_addr()?;
     println!("rankstream listening on http://{address}");
     std::io::stdout().flush()?;
-    tracing::info!(%address, shards = engine.shard_count(), data_dir = %config.storage.data_dir.display(), "serving");
-
-    let kafka = &config.kafka;
-    let producer = match (kafka.enabled, kafka.rest_topic.is_empty()) {
-        (true, false) => Some(EventProducer::new(kafka, &kafka.rest_topic, engine.shard_count())?),
-        _ => None,
-    };
-    let stream_stats = kafka.enabled.then(SharedStats::default);
-    let consumer = match &stream_stats {
-        Some(stats) if !kafka.inputs.is_empty() => Some(
-            start_consumer(
-                kafka.clone(),
-                engine.local_shards(),
-                engine.shard_count(),
-                engine.clone(),
-                stats.clone(),
-            )
-            .await?,
-        ),
-        _ => None,
-    };
+    tracing::info!(%address, shards = node.services.engine.shard_count(), data_dir = %config.storage.data_dir.display(), "serving");
     let state = Arc::new(AppState {
-        engine: engine.clone(),
-        keys,
+        services: node.services.clone(),
         limits: RateLimits::new(config.auth.clone()),
         config: config.server.clone(),
         ready: AtomicBool::new(true),
-        producer,
-        stream_stats,
-        models,
-        training: training.clone(),
-        search: search.clone(),
-        ranking: RankingStats {
-            state_deadline_ms: config.engine.state_read_deadline_ms,
-            ..RankingStats::default()
-        },
-        // One model run per CPU: more at once only share the same cores.
-        embedder: crate::embed::SharedEmbedder::new(
-            embedder,
-            std::thread::available_parallelism().map_or(1, |cpus| cpus.get()),
-        ),
-        embed_config: config.embed.clone(),
-        chat: chat.clone(),
         request_times: RequestTimes::default(),
     });
     api::serve(listener, state, shutdown).await;
-
-    checkpoints.abort();
-    if let Some(consumer) = consumer {
-        consumer.abort();
-    }
-    if let Err(error) = engine.checkpoint().await {
-        tracing::error!(%error, "final checkpoint failed; the next start replays the log");
-    }
-    tracing::info!("stopping shard actors and flushing storage");
-    tokio::task::spawn_blocking(move || {
-        chat.stop();
-        engine.stop();
-        search.stop();
-        training.stop();
-        storage.flush()
-    })
-    .await??;
+    node.stop().await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -150,14 +191,15 @@ fn open_search(config: &Config, engine: &Engine) -> anyhow::Result<Arc<SearchInd
     Ok(Arc::new(index))
 }
 
-fn load_models(config: &Config, training: &Arc<Training>) -> anyhow::Result<ModelRegistry> {
+/// The configured models (the embedded registry when `training.models_file` is empty).
+pub fn load_models(config: &Config, training: &Training) -> anyhow::Result<ModelRegistry> {
     let file = &config.training.models_file;
     let text = if file.is_empty() {
         crate::ranking::DEFAULT_MODELS_TOML.to_owned()
     } else {
         std::fs::read_to_string(file).with_context(|| format!("reading models file {file}"))?
     };
-    Ok(ModelRegistry::load(&text, training)?)
+    Ok(ModelRegistry::load(&text, training.snapshots())?)
 }
 
 /// The configured embedder, loaded off the async workers (MiniLM reads ~90 MB).

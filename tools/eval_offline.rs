@@ -43,14 +43,12 @@ use serde_json::json;
 use bench_common::{command_line, machine_description, percentile, utc_now, write_markdown_section};
 use rankstream::clock::{SharedClock, SystemClock};
 use rankstream::config::{Config, Durability};
-use rankstream::engine::catalog::RowKind;
-use rankstream::engine::event::{decode_v1, Event};
-use rankstream::engine::{Engine, StateKey};
-use rankstream::ranking::{rank, Candidate, ModelRegistry, RankContext, Signals, DEFAULT_MODELS_TOML};
-use rankstream::storage::Storage;
+use rankstream::domain::event::{decode_v1, Event};
+use rankstream::domain::{LiveStateId, Signals};
+use rankstream::ranking::{covisit_key, rank, Candidate, Model, RankContext, Trained};
+use rankstream::server;
+use rankstream::service::Services;
 use rankstream::time::format_rfc3339;
-use rankstream::topology::{Topology, SINGLE_TOML};
-use rankstream::training::{covisit_key, Training};
 
 #[derive(Parser)]
 #[command(about = "Offline evaluation of rankstream's models on public datasets")]
@@ -98,47 +96,37 @@ enum Split {
     Validation,
 }
 
-/// An in-process node on a scratch directory.
+/// An in-process node on a scratch directory, assembled as the server assembles
+/// one; the evaluation goes through its services.
 struct Node {
-    engine: Arc<Engine>,
-    training: Arc<Training>,
-    models: ModelRegistry,
+    node: server::Node,
+    services: Arc<Services>,
     _dir: tempfile::TempDir,
 }
 
 impl Node {
     async fn start(models_file: Option<&Path>) -> Result<Node> {
         let dir = tempfile::Builder::new().prefix("rankstream-eval-").tempdir()?;
-        let config = Config::load(None)?;
+        let mut config = Config::load(None)?;
+        config.storage.data_dir = dir.path().to_path_buf();
         // Scratch data: the WAL without fsync keeps a million events quick.
-        let storage = Storage::open(dir.path(), Durability::Async)?;
-        let topology = Topology::parse(SINGLE_TOML)?;
-        let training = Training::start(storage.clone(), topology.shards, config.training.clone())?;
+        config.storage.durability = Durability::Async;
+        if let Some(path) = models_file {
+            config.training.models_file = path.display().to_string();
+        }
         let clock: SharedClock = Arc::new(SystemClock);
-        let engine = Arc::new(Engine::start(
-            storage,
-            topology,
-            clock,
-            &config.engine,
-            training.clone(),
-        )?);
-        engine.recover().await?;
-        let text = match models_file {
-            Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
-            None => DEFAULT_MODELS_TOML.to_owned(),
-        };
-        let models = ModelRegistry::load(&text, &training)?;
+        let node = server::Node::start(&config, clock, Some("eval-offline")).await?;
+        let services = node.services.clone();
         Ok(Node {
-            engine,
-            training,
-            models,
+            node,
+            services,
             _dir: dir,
         })
     }
 
     async fn ingest(&self, events: Vec<Event>) -> Result<()> {
         for chunk in events.chunks(5_000) {
-            for result in self.engine.ingest(chunk.to_vec()).await {
+            for result in self.services.ingest_events(chunk.to_vec()).await?.results {
                 result.context("ingest")?;
             }
         }
@@ -148,20 +136,37 @@ impl Node {
     /// Waits until the learner has learned `events` events.
     async fn learned(&self, events: u64) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(600);
-        while self.training.read().events < events {
+        while self.trained().events < events {
             ensure!(Instant::now() < deadline, "the learner did not catch up");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         Ok(())
     }
 
-    async fn signals(&self, key: StateKey) -> Result<Option<Arc<Signals>>> {
-        Ok(self.engine.signals(key).await?)
+    /// The latest snapshot of the trained artifacts.
+    fn trained(&self) -> Arc<Trained> {
+        self.services.training.latest()
     }
 
-    fn stop(self) {
-        self.engine.stop();
-        self.training.stop();
+    fn set_frozen(&self, frozen: bool) {
+        self.services.training.set_frozen(frozen);
+    }
+
+    fn model(&self, id: &str) -> Option<Arc<dyn Model>> {
+        self.services.model(id).ok()
+    }
+
+    fn model_ids(&self) -> Vec<&str> {
+        self.services.models.ids()
+    }
+
+    async fn signals(&self, key: LiveStateId) -> Result<Option<Arc<Signals>>> {
+        Ok(self.services.engine.signals(key).await?)
+    }
+
+    async fn stop(self) -> Result<()> {
+        drop(self.services);
+        self.node.stop().await
     }
 }
 
@@ -316,9 +321,9 @@ async fn diginetica(
     let node = Node::start(cli.models.as_deref()).await?;
     for id in model_ids {
         ensure!(
-            node.models.get(id).is_some(),
+            node.model(id).is_some(),
             "no model {id:?} (models: {:?})",
-            node.models.ids()
+            node.model_ids()
         );
     }
 
@@ -344,7 +349,7 @@ async fn diginetica(
         train_events as f64 / ingested.as_secs_f64(),
         trained.as_secs_f64()
     );
-    node.training.set_frozen(!online);
+    node.set_frozen(!online);
 
     let test_base = base + train.len() as i64 * 60_000 + 86_400_000;
     let mut metrics: Vec<Metrics> = model_ids.iter().map(|_| Metrics::default()).collect();
@@ -365,7 +370,7 @@ async fn diginetica(
             }
             let Some(target) = items.get(position + 1) else { break };
             let started = Instant::now();
-            let session = node.signals(StateKey::Session(sid.clone())).await?;
+            let session = node.signals(LiveStateId::Session(sid.clone())).await?;
             let context = RankContext {
                 session_id: Some(sid.clone()),
                 now: at,
@@ -375,7 +380,7 @@ async fn diginetica(
             let candidates = all_items_candidates(&node, &context);
             let read_done = started.elapsed();
             for (model_id, metrics) in model_ids.iter().zip(&mut metrics) {
-                let model = node.models.get(model_id).expect("checked");
+                let model = node.model(model_id).expect("checked");
                 let ranked_at = Instant::now();
                 let ranked = rank(model.as_ref(), &context, &candidates, Some(20))?;
                 let top: Vec<&str> = ranked.iter().map(|r| r.id.as_str()).collect();
@@ -384,7 +389,7 @@ async fn diginetica(
         }
     }
     let replay = replay_started.elapsed();
-    node.stop();
+    node.stop().await?;
 
     let split_name = match split {
         Split::Test => "test (60,858 published cases)",
@@ -436,7 +441,7 @@ async fn diginetica(
 /// The items the sparse co-visitation scores reach, plus the most popular ones:
 /// every other item ranks below these under any of the configured blends.
 fn all_items_candidates(node: &Node, context: &RankContext) -> Vec<Candidate> {
-    let trained = node.training.read();
+    let trained = node.trained();
     let prefix: Vec<u32> = context
         .session
         .iter()
@@ -467,9 +472,9 @@ async fn movielens(cli: &Cli, model_ids: &[String]) -> Result<()> {
     let node = Node::start(cli.models.as_deref()).await?;
     for id in model_ids {
         ensure!(
-            node.models.get(id).is_some(),
+            node.model(id).is_some(),
             "no model {id:?} (models: {:?})",
-            node.models.ids()
+            node.model_ids()
         );
     }
     let started = Instant::now();
@@ -483,7 +488,7 @@ async fn movielens(cli: &Cli, model_ids: &[String]) -> Result<()> {
         rows.push(json!({"id": id, "name": title, "groups": groups}));
         movies.push(id.to_owned());
     }
-    for result in node.engine.upsert_rows(RowKind::Item, rows).await {
+    for result in node.services.upsert_items(rows).await? {
         if let Err(error) = result {
             bail!("catalog upsert: {error}");
         }
@@ -514,13 +519,13 @@ async fn movielens(cli: &Cli, model_ids: &[String]) -> Result<()> {
     let count = events.len() as u64;
     node.ingest(events).await?;
     node.learned(count).await?;
-    node.training.set_frozen(true);
+    node.set_frozen(true);
     let learned = started.elapsed();
 
     let mut metrics: Vec<Metrics> = model_ids.iter().map(|_| Metrics::default()).collect();
     for ((uid, at, target), (_, history)) in targets.iter().zip(&users) {
         let seen: HashSet<&str> = history.iter().map(|(_, movie)| movie.as_str()).collect();
-        let user = node.signals(StateKey::User(uid.clone())).await?;
+        let user = node.signals(LiveStateId::User(uid.clone())).await?;
         let context = RankContext {
             user_id: Some(uid.clone()),
             now: *at,
@@ -532,18 +537,16 @@ async fn movielens(cli: &Cli, model_ids: &[String]) -> Result<()> {
             .filter(|movie| !seen.contains(movie.as_str()))
             .map(|movie| candidate(movie))
             .collect();
-        for candidate in &mut candidates {
-            candidate.features = node.engine.items().features(&candidate.id);
-        }
+        node.services.attach_features(&mut candidates)?;
         for (model_id, metrics) in model_ids.iter().zip(&mut metrics) {
-            let model = node.models.get(model_id).expect("checked");
+            let model = node.model(model_id).expect("checked");
             let ranked_at = Instant::now();
             let ranked = rank(model.as_ref(), &context, &candidates, Some(10))?;
             let top: Vec<&str> = ranked.iter().map(|r| r.id.as_str()).collect();
             metrics.add(&top, target, ranked_at.elapsed());
         }
     }
-    node.stop();
+    node.stop().await?;
 
     let mut report = format!(
         "MovieLens ml-latest-small, leave-last-out: {} users, {count} ratings ingested as events \

@@ -12,12 +12,13 @@ use hyper::HeaderMap;
 
 use super::ApiError;
 use crate::config::AuthConfig;
-use crate::keys::{ApiKey, AuthFailure, KeyStore};
+use crate::service::admin::{ApiKey, AuthFailure};
+use crate::service::Services;
 
 /// Finds the key a request presents and checks it may use `scope`.
-pub fn authorize(keys: &KeyStore, headers: &HeaderMap, scope: &'static str) -> Result<Arc<ApiKey>, ApiError> {
+pub fn authorize(services: &Services, headers: &HeaderMap, scope: &'static str) -> Result<Arc<ApiKey>, ApiError> {
     let secret = presented_secret(headers)?;
-    let key = keys.authenticate(secret).map_err(|failure| match failure {
+    let key = services.authenticate(secret).map_err(|failure| match failure {
         AuthFailure::Unknown => ApiError::Unauthorized("unknown API key"),
         AuthFailure::Expired => ApiError::Unauthorized("API key expired"),
     })?;

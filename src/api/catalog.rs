@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use super::error::row_failure;
 use super::routes::Endpoint;
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::engine::catalog::{FieldType, Relation, RowKind};
+use crate::service::catalog::{FieldType, Relation};
 
 /// Body of `PUT /v1/catalog/table`.
 #[derive(Debug, Deserialize)]
@@ -27,25 +27,19 @@ struct RemapBody {
 }
 
 pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let engine = &state.engine;
+    let services = &state.services;
     match (endpoint, &request.method) {
         (Endpoint::CatalogTable, _) => {
             let body: PutTableBody = request.json()?;
-            let record = engine
+            let record = services
                 .put_table(&body.table_name, body.description, body.relations)
                 .await?;
             ok(&*record)
         }
-        (Endpoint::CatalogTableNamed, &Method::GET) => {
-            let name = &request.params[0];
-            let record = engine
-                .get_table(name)
-                .ok_or_else(|| ApiError::NotFound(format!("table {name:?} not found")))?;
-            ok(&*record)
-        }
+        (Endpoint::CatalogTableNamed, &Method::GET) => ok(&*services.get_table(&request.params[0])?),
         (Endpoint::CatalogTableNamed, _) => {
             let name = &request.params[0];
-            engine.delete_table(name).await?;
+            services.delete_table(name).await?;
             ok(&json!({ "table_name": name, "deleted": true }))
         }
         (Endpoint::CatalogTableField, _) => {
@@ -59,10 +53,7 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     known.join(", ")
                 ))
             })?;
-            if !engine.has_table(table) {
-                return Err(ApiError::NotFound(format!("table {table:?} not found")));
-            }
-            ok(&*engine.remap_field(table, field, to).await?)
+            ok(&*services.remap_field(table, field, to).await?)
         }
         (Endpoint::CatalogItem, _) => {
             let item = request.json_value()?;
@@ -71,21 +62,19 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     "the body must be one item object; use PUT /v1/catalog/items for many",
                 ));
             }
-            let mut rows = vec![item];
-            super::embed::embed_items(state, &mut rows).await?;
-            let stored = engine
-                .upsert_rows(RowKind::Item, rows)
-                .await
+            let stored = services
+                .upsert_items(vec![item])
+                .await?
                 .pop()
                 .expect("one result per row")?;
             ok(&item_ack(&stored))
         }
         (Endpoint::CatalogItems, _) => put_items(state, &request).await,
-        (Endpoint::CatalogItemNamed, &Method::GET) => ok(&engine.get_item(&request.params[0], &request.params[1])?),
+        (Endpoint::CatalogItemNamed, &Method::GET) => ok(&services.get_item(&request.params[0], &request.params[1])?),
         (Endpoint::CatalogItemNamed, _) => {
             let (table, id) = (&request.params[0], &request.params[1]);
             let purge = request.query_flag("purge");
-            engine.delete_item(table, id, purge).await?;
+            services.delete_item(table, id, purge).await?;
             ok(&json!({ "id": id, "_table": table, "is_deleted": true, "purged": purge }))
         }
         _ => unreachable!("routes.rs sends only catalog endpoints here"),
@@ -110,7 +99,7 @@ async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpRespons
             .collect()
     };
     let mut failed = Vec::new();
-    let (indexes, mut rows): (Vec<usize>, Vec<Value>) = parsed
+    let (indexes, rows): (Vec<usize>, Vec<Value>) = parsed
         .into_iter()
         .enumerate()
         .filter_map(|(index, row)| {
@@ -119,8 +108,7 @@ async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpRespons
                 .map(|row| (index, row))
         })
         .unzip();
-    super::embed::embed_items(state, &mut rows).await?;
-    let results = state.engine.upsert_rows(RowKind::Item, rows).await;
+    let results = state.services.upsert_items(rows).await?;
     let mut upserted = 0;
     for (index, result) in indexes.into_iter().zip(results) {
         match result {

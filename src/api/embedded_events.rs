@@ -1,30 +1,15 @@
 //! Request-embedded events (SPEC "Request-embedded event") of search, rerank and
-//! chat: parsed and validated here, and folded into one request's ranking context.
-//! They shape that request only and are never stored (DESIGN.md §3).
-
-use std::sync::Arc;
+//! chat: parsed and validated here; `service::embedded_events` folds them into the
+//! request's ranking context.
 
 use chrono::NaiveDateTime;
 use serde_json::{Map, Value};
 
 use super::ApiError;
-use crate::engine::catalog::ItemReader;
-use crate::engine::live_state::InteractionKind;
-use crate::ranking::{RankContext, Signals};
+pub use crate::service::embedded_events::EmbeddedEvent;
 
 /// Most embedded events in one request.
-pub(crate) const MAX_EMBEDDED_EVENTS: usize = 1_000;
-
-/// One request-embedded event.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct EmbeddedEvent {
-    /// When it happened, unix ms.
-    pub timestamp: i64,
-    /// browse, click, purchase, search, ...
-    pub event_type: String,
-    pub item_id: Option<String>,
-    pub description: Option<String>,
-}
+pub const MAX_EMBEDDED_EVENTS: usize = 1_000;
 
 /// ISO 8601 date-times: RFC 3339, or without an offset (read as UTC), or a date alone.
 fn parse_iso8601(text: &str) -> Option<i64> {
@@ -45,7 +30,7 @@ fn parse_iso8601(text: &str) -> Option<i64> {
 /// The `events` of a request body: absent or null is none; otherwise an array of
 /// objects, each with an ISO 8601 `timestamp` and a non-empty `type`, and
 /// optionally a non-empty string `item_id` and a string `description` (422 else).
-pub(crate) fn embedded_events(body: &Map<String, Value>) -> Result<Vec<EmbeddedEvent>, ApiError> {
+pub fn embedded_events(body: &Map<String, Value>) -> Result<Vec<EmbeddedEvent>, ApiError> {
     let events = match body.get("events") {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(events)) => events,
@@ -96,48 +81,6 @@ fn embedded_event(index: usize, event: &Value) -> Result<EmbeddedEvent, ApiError
         item_id,
         description,
     })
-}
-
-/// Folds `events` into `context` as the session's newest signals: their items
-/// become its most recent items (in time order) and their items' attributes add
-/// to its affinities, weighted by event type like live events and decayed from
-/// their timestamp with the session's half-life (`half_life_ms` when the request
-/// has no session state).
-pub(crate) fn apply_to_context(
-    items: &ItemReader,
-    context: &mut RankContext,
-    events: &[EmbeddedEvent],
-    half_life_ms: f64,
-) {
-    let mut ordered: Vec<&EmbeddedEvent> = events.iter().filter(|event| event.item_id.is_some()).collect();
-    if ordered.is_empty() {
-        return;
-    }
-    ordered.sort_by_key(|event| event.timestamp);
-    let session = Arc::make_mut(context.session.get_or_insert_with(|| {
-        Arc::new(Signals {
-            half_life_ms,
-            ..Signals::default()
-        })
-    }));
-    for event in ordered {
-        let Some(item_id) = &event.item_id else { continue };
-        let kind = InteractionKind::of(&event.event_type);
-        if kind == InteractionKind::Impression {
-            continue;
-        }
-        session.recent.retain(|id| id != item_id);
-        session.recent.push(item_id.clone());
-        let weight = kind.weight(None);
-        if weight <= 0.0 {
-            continue;
-        }
-        if let Some(features) = items.features(item_id) {
-            for key in &features.keys {
-                session.add_affinity(key, weight, event.timestamp);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

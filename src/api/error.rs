@@ -6,10 +6,7 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::{json_response, HttpResponse};
-use crate::embed::EmbedError;
-use crate::engine::catalog::CatalogError;
-use crate::engine::conversation::ConversationError;
-use crate::keys::KeyError;
+use crate::service::ServiceError;
 
 /// Every way a request can fail.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +45,9 @@ pub enum ApiError {
     RateLimited(u64),
     #[error("{0}")]
     Unavailable(String),
+    /// Storage failed; nothing was claimed done (500 `storage_error`).
+    #[error("{0}")]
+    Storage(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -78,6 +78,7 @@ impl ApiError {
             ApiError::UnknownModel(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_model"),
             ApiError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::Storage(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage_error"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -117,47 +118,18 @@ impl ApiError {
     }
 }
 
-impl From<CatalogError> for ApiError {
-    fn from(error: CatalogError) -> ApiError {
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> ApiError {
         match error {
-            CatalogError::Invalid(message) => ApiError::validation(message),
-            error @ CatalogError::TypeMismatch { .. } => ApiError::TypeMismatch(error.to_string()),
-            CatalogError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
-            CatalogError::Unavailable(message) => ApiError::Unavailable(message),
-            CatalogError::Storage(error) => ApiError::Internal(error.to_string()),
-        }
-    }
-}
-
-impl From<crate::search::SearchError> for ApiError {
-    fn from(error: crate::search::SearchError) -> ApiError {
-        ApiError::Internal(error.to_string())
-    }
-}
-
-impl From<EmbedError> for ApiError {
-    fn from(error: EmbedError) -> ApiError {
-        match error {
-            EmbedError::Invalid(message) => ApiError::validation(message),
-            error @ EmbedError::Model(_) => ApiError::Internal(error.to_string()),
-        }
-    }
-}
-
-impl From<KeyError> for ApiError {
-    fn from(error: KeyError) -> ApiError {
-        match error {
-            KeyError::Invalid(message) => ApiError::validation(message),
-            KeyError::Storage(error) => ApiError::Internal(error.to_string()),
-        }
-    }
-}
-
-impl From<ConversationError> for ApiError {
-    fn from(error: ConversationError) -> ApiError {
-        match error {
-            ConversationError::Storage(error) => ApiError::Internal(error.to_string()),
-            ConversationError::Unavailable(message) => ApiError::Unavailable(message),
+            ServiceError::Invalid(message) => ApiError::validation(message),
+            ServiceError::InvalidCombination(message) => ApiError::InvalidCombination(message),
+            error @ ServiceError::TypeMismatch(_) => ApiError::TypeMismatch(error.to_string()),
+            error @ ServiceError::NotFound(_) => ApiError::NotFound(error.to_string()),
+            error @ ServiceError::UnknownModel(_) => ApiError::UnknownModel(error.to_string()),
+            ServiceError::RateLimited { retry_after_secs } => ApiError::RateLimited(retry_after_secs),
+            ServiceError::Unavailable(message) => ApiError::Unavailable(message),
+            error @ ServiceError::Storage(_) => ApiError::Storage(error.to_string()),
+            ServiceError::Internal(message) => ApiError::Internal(message),
         }
     }
 }

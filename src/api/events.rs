@@ -6,9 +6,7 @@ use serde_json::{json, Map, Value};
 use super::error::row_failure;
 use super::routes::Endpoint;
 use super::{json_response, ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::engine::catalog::CatalogError;
-use crate::engine::event::{decode_engagement, decode_v1, Event, InvalidEvent};
-use crate::engine::StateKey;
+use crate::domain::event::{decode_engagement, decode_v1, Event, InvalidEvent};
 
 pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     match endpoint {
@@ -41,12 +39,10 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
             };
             ingest(state, events, |event, now| decode_engagement(event, now, new_event_id)).await
         }
-        Endpoint::Event => ok(&state.engine.get_event(&request.params[0])?.to_json()),
+        Endpoint::Event => ok(&state.services.get_event(&request.params[0])?.to_json()),
         Endpoint::Session => {
             let sid = request.params[0].clone();
-            let mut snapshot = snapshot(state, StateKey::Session(sid.clone()))
-                .await?
-                .ok_or_else(|| ApiError::NotFound(format!("session {sid:?} not found")))?;
+            let mut snapshot = state.services.session_snapshot(&sid).await?;
             let uid = snapshot.remove("uid").unwrap_or(Value::Null);
             let mut body = Map::from_iter([("sid".to_owned(), json!(sid)), ("uid".to_owned(), uid)]);
             body.extend(snapshot);
@@ -54,23 +50,10 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
         }
         Endpoint::UserState => {
             let uid = request.params[0].clone();
-            let profile = match state.engine.get_user(&uid) {
-                Ok(mut row) => {
-                    for reserved in ["uid", "_table", "created_at", "updated_at", "is_deleted"] {
-                        row.remove(reserved);
-                    }
-                    Some(row)
-                }
-                Err(CatalogError::NotFound(_)) => None,
-                Err(error) => return Err(error.into()),
-            };
-            let snapshot = snapshot(state, StateKey::User(uid.clone())).await?;
-            if snapshot.is_none() && profile.is_none() {
-                return Err(ApiError::NotFound(format!("user {uid:?} not found")));
-            }
+            let (snapshot, profile) = state.services.user_snapshot(&uid).await?;
             let mut body = Map::from_iter([("uid".to_owned(), json!(uid))]);
-            body.extend(snapshot.unwrap_or_else(|| empty_user_snapshot(state)));
-            body.insert("profile".into(), Value::Object(profile.unwrap_or_default()));
+            body.extend(snapshot);
+            body.insert("profile".into(), Value::Object(profile));
             ok(&body)
         }
         _ => unreachable!("routes.rs sends only event endpoints here"),
@@ -92,7 +75,7 @@ async fn ingest(
         return Err(ApiError::validation("no events in the request"));
     }
     let total = raw.len();
-    let now = state.engine.now_millis();
+    let now = state.services.now_millis();
     let mut rejected = Vec::new();
     let mut indexes = Vec::with_capacity(total);
     let mut events = Vec::with_capacity(total);
@@ -106,13 +89,7 @@ async fn ingest(
         }
     }
     let ids: Vec<String> = events.iter().map(|event| event.id.clone()).collect();
-    if let Some(producer) = &state.producer {
-        producer
-            .produce(&events)
-            .await
-            .map_err(|error| ApiError::Unavailable(format!("event stream: {error}")))?;
-    }
-    let results = state.engine.ingest(events).await;
+    let results = state.services.ingest_events(events).await?.results;
     let mut accepted_ids = Vec::with_capacity(ids.len());
     let mut duplicates = 0;
     let mut unavailable = None;
@@ -145,30 +122,4 @@ async fn ingest(
     let body =
         json!({ "accepted": accepted_ids.len(), "ids": accepted_ids, "duplicates": duplicates, "rejected": rejected });
     Ok(json_response(StatusCode::ACCEPTED, &body))
-}
-
-/// A state snapshot as JSON fields, or `None` when the key has no state.
-async fn snapshot(state: &AppState, key: StateKey) -> Result<Option<Map<String, Value>>, ApiError> {
-    let params = state.engine.decay(&key);
-    let is_user = matches!(key, StateKey::User(_));
-    let Some((live_state, live)) = state.engine.read_state(key).await? else {
-        return Ok(None);
-    };
-    let mut fields = live_state.snapshot(state.engine.now_millis(), params, live);
-    if is_user {
-        fields.insert("purchased".into(), json!(live_state.purchased));
-        fields.insert("sessions".into(), json!(live_state.sessions));
-    } else {
-        fields.insert("uid".into(), json!(live_state.uid));
-    }
-    Ok(Some(fields))
-}
-
-/// The snapshot of a user known only by their stored row.
-fn empty_user_snapshot(state: &AppState) -> Map<String, Value> {
-    let params = state.engine.decay(&StateKey::User(String::new()));
-    let mut fields = crate::engine::live_state::LiveState::default().snapshot(state.engine.now_millis(), params, false);
-    fields.insert("purchased".into(), json!([]));
-    fields.insert("sessions".into(), json!([]));
-    fields
 }

@@ -8,6 +8,7 @@ mod admin;
 mod auth;
 mod catalog;
 mod chat;
+mod decode;
 mod embed;
 mod embedded_events;
 mod error;
@@ -18,7 +19,7 @@ mod recommend_module;
 mod request_times;
 mod rerank;
 mod routes;
-pub(crate) mod search;
+mod search;
 mod users;
 
 use std::convert::Infallible;
@@ -46,57 +47,28 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 pub use auth::RateLimits;
-pub use chat::ChatState;
+pub use chat::LlmClient;
 pub use error::ApiError;
 pub use request_times::RequestTimes;
 use routes::Endpoint;
 
 use crate::config::ServerConfig;
-use crate::engine::Engine;
-use crate::keys::KeyStore;
+use crate::service::Services;
 
 /// Every response body is a complete JSON document.
 pub type HttpResponse = Response<Full<Bytes>>;
 
-/// What every request handler can reach.
+/// What every request handler can reach: the node's services and the frontend's own parts.
 pub struct AppState {
-    pub engine: Arc<Engine>,
-    pub keys: Arc<KeyStore>,
+    /// The use cases every endpoint calls.
+    pub services: Arc<Services>,
+    /// Each key's token bucket.
     pub limits: RateLimits,
     pub config: ServerConfig,
     /// False once shutdown begins: `/readyz` turns 503 so balancers stop sending.
     pub ready: AtomicBool,
-    /// With Kafka on: REST events are produced here before their 202.
-    pub producer: Option<crate::stream::EventProducer>,
-    /// With Kafka on: the consumer's counters.
-    pub stream_stats: Option<crate::stream::SharedStats>,
-    /// Ranking models by id.
-    pub models: crate::ranking::ModelRegistry,
-    /// The learners and their artifacts.
-    pub training: Arc<crate::training::Training>,
-    /// The catalog's full-text index (search, rerank, chat).
-    pub search: Arc<crate::search::SearchIndex>,
-    /// Live-state reads on the ranking path: deadline and misses.
-    pub ranking: RankingStats,
-    /// Text and image embeddings for `/embed`, ingest-time item vectors and search.
-    pub embedder: crate::embed::SharedEmbedder,
-    /// `/embed` limits, `image_url` policy and ingest-time embedding settings.
-    pub embed_config: crate::config::EmbedConfig,
-    /// `POST /chat`: the conversation actors, the optional LLM, counters.
-    pub chat: Arc<ChatState>,
     /// Time spent on requests, per endpoint.
     pub request_times: RequestTimes,
-}
-
-/// How the ranking path fares reading live state.
-#[derive(Debug, Default)]
-pub struct RankingStats {
-    /// Deadline of a live-state read, in ms.
-    pub state_deadline_ms: u64,
-    /// Reads that missed the deadline (the request was ranked without that state).
-    pub state_timeouts: std::sync::atomic::AtomicU64,
-    /// Reads that failed.
-    pub state_errors: std::sync::atomic::AtomicU64,
 }
 
 /// A routed, authorized request with its whole body read.
@@ -280,7 +252,7 @@ fn admit(
         });
     }
     if let Some(scope) = endpoint.scope(&parts.method) {
-        let key = auth::authorize(&state.keys, &parts.headers, scope)?;
+        let key = auth::authorize(&state.services, &parts.headers, scope)?;
         state.limits.check(&key)?;
     }
     Ok((endpoint, params))

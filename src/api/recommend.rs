@@ -1,40 +1,22 @@
 //! `POST /v1/recommend`: rank a caller's candidates with a named model, from the
 //! session's and user's live state, and record what was shown under the `rec_id`.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::decode::{item_id, optional_string, request_context, take_item_id};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::engine::StateKey;
-use crate::ranking::{rank, Candidate, ItemFeatures, ModelError, RankContext, Ranked, Signals};
-use crate::training::ShownRecord;
-
-/// Recent items whose embeddings make the profile vector.
-const PROFILE_ITEMS: usize = 10;
-
-/// Most candidates in one request (DESIGN.md §7).
-pub(super) const MAX_CANDIDATES: usize = 10_000;
+use crate::ranking::Candidate;
+use crate::service::recommend::{RecommendRequest, MAX_CANDIDATES};
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let body = match RecommendBody::well_formed(&request.body) {
+    let body = match well_formed(&request.body) {
         Some(body) => body,
-        None => RecommendBody::checked(request.json_value()?)?,
+        None => checked(request.json_value()?)?,
     };
-    let model = state
-        .models
-        .get(&body.model_id)
-        .ok_or_else(|| ApiError::UnknownModel(format!("no model {:?} is configured", body.model_id)))?;
-    let mut candidates = body.candidates;
-    attach_features(state, &mut candidates);
-    let context = rank_context(state, body.user_id, body.session_id, body.context).await;
-    let ranked = rank(model.as_ref(), &context, &candidates, body.limit).map_err(model_error)?;
-    let rec_id = uuid::Uuid::now_v7().to_string();
-    record_shown(state, &rec_id, &body.model_id, &context, &ranked);
-    let items = ranked
+    let recommendation = state.services.recommend(body).await?;
+    let items = recommendation
+        .items
         .into_iter()
         .map(|item| RankedItem {
             id: item.id,
@@ -42,18 +24,10 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
             attributes: item.echoed,
         })
         .collect();
-    ok(&RecommendResponse { rec_id, items })
-}
-
-/// A request body that follows every rule.
-#[derive(Debug, PartialEq)]
-struct RecommendBody {
-    model_id: String,
-    candidates: Vec<Candidate>,
-    user_id: Option<String>,
-    session_id: Option<String>,
-    context: Map<String, Value>,
-    limit: Option<usize>,
+    ok(&RecommendResponse {
+        rec_id: recommendation.rec_id,
+        items,
+    })
 }
 
 /// The shape of a valid body, read in one typed pass (no `Value` tree): what
@@ -76,82 +50,80 @@ struct TypedItem {
     attributes: Option<Map<String, Value>>,
 }
 
-impl RecommendBody {
-    /// The body read in one typed pass, if it has the shape of a valid one and breaks
-    /// no rule; `None` otherwise, and [`RecommendBody::checked`] words the error (it
-    /// also sees duplicate fields as the rules do: the last one counts).
-    fn well_formed(bytes: &[u8]) -> Option<RecommendBody> {
-        // serde would read a struct from an array too.
-        if bytes.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
-            return None;
-        }
-        let typed: TypedBody = serde_json::from_slice(bytes).ok()?;
-        let absent_or_non_empty = |field: &Option<String>| field.as_ref().is_none_or(|text| !text.is_empty());
-        if ![&typed.model_id, &typed.model_name, &typed.user_id, &typed.session_id]
+/// The body read in one typed pass, if it has the shape of a valid one and breaks
+/// no rule; `None` otherwise, and [`checked`] words the error (it
+/// also sees duplicate fields as the rules do: the last one counts).
+fn well_formed(bytes: &[u8]) -> Option<RecommendRequest> {
+    // serde would read a struct from an array too.
+    if bytes.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let typed: TypedBody = serde_json::from_slice(bytes).ok()?;
+    let absent_or_non_empty = |field: &Option<String>| field.as_ref().is_none_or(|text| !text.is_empty());
+    if ![&typed.model_id, &typed.model_name, &typed.user_id, &typed.session_id]
+        .into_iter()
+        .all(absent_or_non_empty)
+    {
+        return None;
+    }
+    let model_id = either_model_id(typed.model_id, typed.model_name).ok()?;
+    let candidates: Vec<Candidate> = match (typed.item_ids, typed.items) {
+        (Some(ids), None) => ids.into_iter().map(|id| Candidate::new(id, Map::new())).collect(),
+        (None, Some(items)) => items
             .into_iter()
-            .all(absent_or_non_empty)
-        {
-            return None;
-        }
-        let model_id = either_model_id(typed.model_id, typed.model_name).ok()?;
-        let candidates: Vec<Candidate> = match (typed.item_ids, typed.items) {
-            (Some(ids), None) => ids.into_iter().map(|id| Candidate::new(id, Map::new())).collect(),
-            (None, Some(items)) => items
-                .into_iter()
-                .map(|item| Candidate::new(item.id, item.attributes.unwrap_or_default()))
-                .collect(),
-            _ => return None,
-        };
-        let valid_candidate =
-            |candidate: &Candidate| !candidate.id.is_empty() && check_attributes(&candidate.attributes).is_ok();
-        if candidates.len() > MAX_CANDIDATES
-            || !candidates.iter().all(valid_candidate)
-            || (typed.user_id.is_none() && typed.session_id.is_none())
-        {
-            return None;
-        }
-        Some(RecommendBody {
-            model_id,
-            candidates,
-            user_id: typed.user_id,
-            session_id: typed.session_id,
-            context: typed.context.unwrap_or_default(),
-            limit: typed.limit.map(|limit| limit as usize),
-        })
+            .map(|item| Candidate::new(item.id, item.attributes.unwrap_or_default()))
+            .collect(),
+        _ => return None,
+    };
+    let valid_candidate =
+        |candidate: &Candidate| !candidate.id.is_empty() && check_attributes(&candidate.attributes).is_ok();
+    if candidates.len() > MAX_CANDIDATES
+        || !candidates.iter().all(valid_candidate)
+        || (typed.user_id.is_none() && typed.session_id.is_none())
+    {
+        return None;
     }
+    Some(RecommendRequest {
+        model_id,
+        candidates,
+        user_id: typed.user_id,
+        session_id: typed.session_id,
+        context: typed.context.unwrap_or_default(),
+        limit: typed.limit.map(|limit| limit as usize),
+    })
+}
 
-    /// The body checked rule by rule, in the order the errors are reported.
-    fn checked(body: Value) -> Result<RecommendBody, ApiError> {
-        let Value::Object(mut body) = body else {
-            return Err(ApiError::validation("the body must be a JSON object"));
-        };
-        let model_id = model_id(&body)?;
-        let candidates = candidates(&mut body)?;
-        let user_id = optional_string(&body, "user_id")?;
-        let session_id = optional_string(&body, "session_id")?;
-        let context = request_context(&body)?;
-        if user_id.is_none() && session_id.is_none() {
-            return Err(ApiError::validation(
-                "one of \"user_id\" and \"session_id\" is required",
-            ));
-        }
-        let limit = match body.get("limit") {
-            None | Some(Value::Null) => None,
-            Some(value) => Some(
-                value
-                    .as_u64()
-                    .ok_or_else(|| ApiError::validation("\"limit\" must be an integer >= 0"))? as usize,
-            ),
-        };
-        Ok(RecommendBody {
-            model_id,
-            candidates,
-            user_id,
-            session_id,
-            context,
-            limit,
-        })
+/// The body checked rule by rule, in the order the errors are reported.
+fn checked(body: Value) -> Result<RecommendRequest, ApiError> {
+    let Value::Object(mut body) = body else {
+        return Err(ApiError::validation("the body must be a JSON object"));
+    };
+    let model_id = model_id(&body)?;
+    let candidates = candidates(&mut body)?;
+    let user_id = optional_string(&body, "user_id")?;
+    let session_id = optional_string(&body, "session_id")?;
+    let context = request_context(&body)?;
+    if user_id.is_none() && session_id.is_none() {
+        return Err(ApiError::validation(
+            "one of \"user_id\" and \"session_id\" is required",
+        ));
     }
+    let limit = match body.get("limit") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .ok_or_else(|| ApiError::validation("\"limit\" must be an integer >= 0"))? as usize,
+        ),
+    };
+    Ok(RecommendRequest {
+        model_id,
+        candidates,
+        user_id,
+        session_id,
+        context,
+        limit,
+    })
 }
 
 /// The 200 body. Typed, so that scores serialize as the shortest decimal of their
@@ -169,126 +141,6 @@ struct RankedItem {
     /// The duplicate-group echo (SPEC recommend rule 1); absent for unique ids.
     #[serde(skip_serializing_if = "Map::is_empty")]
     attributes: Map<String, Value>,
-}
-
-/// How a model's refusal reaches the client.
-pub(super) fn model_error(error: ModelError) -> ApiError {
-    match error {
-        ModelError::Refused(message) => ApiError::InvalidCombination(message),
-        ModelError::RateLimited { retry_after_secs } => ApiError::RateLimited(retry_after_secs),
-        ModelError::Unavailable(message) => ApiError::Unavailable(message),
-    }
-}
-
-/// The optional `context` object: request features (region, device, ...).
-pub(super) fn request_context(body: &Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
-    match body.get("context") {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(context)) => Ok(context.clone()),
-        Some(_) => Err(ApiError::validation("\"context\" must be an object")),
-    }
-}
-
-/// What the models rank with: the session's and user's live signals (as their
-/// actors published them, or read from their hosts under the configured deadline
-/// when no actor is live; past the deadline, ranking goes on without them and the
-/// miss is counted), and the profile embedding of their recent items.
-pub(super) async fn rank_context(
-    state: &AppState,
-    user_id: Option<String>,
-    session_id: Option<String>,
-    context: Map<String, Value>,
-) -> RankContext {
-    let now = state.engine.now_millis();
-    let read = |key: Option<StateKey>| async move {
-        let key = key?;
-        let deadline = Duration::from_millis(state.ranking.state_deadline_ms);
-        match tokio::time::timeout(deadline, state.engine.signals(key.clone())).await {
-            Ok(Ok(signals)) => signals,
-            Ok(Err(error)) => {
-                tracing::warn!(%error, key = key.key(), "live state unreadable; ranking without it");
-                state.ranking.state_errors.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-            Err(_) => {
-                state.ranking.state_timeouts.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-        }
-    };
-    let (session, user) = futures::join!(
-        read(session_id.clone().map(StateKey::Session)),
-        read(user_id.clone().map(StateKey::User))
-    );
-    let profile_embedding = profile_embedding(state, session.as_deref().or(user.as_deref()));
-    RankContext {
-        user_id,
-        session_id,
-        context,
-        now,
-        session,
-        user,
-        profile_embedding,
-    }
-}
-
-/// The mean embedding of the latest visited items that carry one.
-fn profile_embedding(state: &AppState, signals: Option<&Signals>) -> Option<Vec<f32>> {
-    let mut sum: Option<Vec<f32>> = None;
-    let mut count = 0;
-    for id in signals?.recent.iter().rev().take(PROFILE_ITEMS) {
-        let Some(features) = state.engine.items().features(id) else {
-            continue;
-        };
-        let Some(embedding) = &features.embedding else { continue };
-        let total = sum.get_or_insert_with(|| vec![0.0; embedding.len()]);
-        if total.len() == embedding.len() {
-            total.iter_mut().zip(embedding).for_each(|(t, e)| *t += e);
-            count += 1;
-        }
-    }
-    sum.map(|total| total.into_iter().map(|t| t / count as f32).collect())
-}
-
-/// Each candidate's catalog features; request attributes that name a field of the
-/// item's table override the stored value for this request, others are ignored.
-pub(super) fn attach_features(state: &AppState, candidates: &mut [Candidate]) {
-    let items = state.engine.items();
-    for candidate in candidates {
-        candidate.features = if candidate.attributes.is_empty() {
-            items.features(&candidate.id)
-        } else {
-            items.find(&candidate.id, None).map(|mut row| {
-                let table = row.get("_table").and_then(Value::as_str).unwrap_or_default().to_owned();
-                for (name, value) in &candidate.attributes {
-                    if items.has_field(&table, name) {
-                        row.insert(name.clone(), value.clone());
-                    }
-                }
-                Arc::new(ItemFeatures::from_row(&row))
-            })
-        };
-    }
-}
-
-/// Stores what a learned model showed under `rec_id`, so later events carrying the
-/// `rec_id` become training examples. Mock models have nothing to learn from.
-pub(super) fn record_shown(state: &AppState, rec_id: &str, model_id: &str, context: &RankContext, ranked: &[Ranked]) {
-    let shown: Vec<_> = ranked
-        .iter()
-        .filter_map(|item| Some((item.id.as_str(), item.features?)))
-        .collect();
-    if shown.is_empty() {
-        return;
-    }
-    let record = ShownRecord {
-        at: context.now,
-        uid: context.user_id.as_deref(),
-        sid: context.session_id.as_deref(),
-        model: model_id,
-        shown,
-    };
-    state.training.record(rec_id, &record);
 }
 
 /// `model_id`, or the legacy `model_name`; both present and different is a 400.
@@ -378,26 +230,6 @@ fn check_attributes(attributes: &Map<String, Value>) -> Result<(), ApiError> {
     Ok(())
 }
 
-pub(super) fn item_id(value: &Value, field: &str) -> Result<String, ApiError> {
-    take_item_id(value.clone(), field)
-}
-
-/// Like [`item_id`], moving the id out of `value` instead of copying it.
-fn take_item_id(value: Value, field: &str) -> Result<String, ApiError> {
-    match value {
-        Value::String(id) if !id.is_empty() => Ok(id),
-        _ => Err(ApiError::validation(format!("{field} must hold non-empty string ids"))),
-    }
-}
-
-pub(super) fn optional_string(body: &Map<String, Value>, field: &str) -> Result<Option<String>, ApiError> {
-    match body.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) if !text.is_empty() => Ok(Some(text.clone())),
-        Some(_) => Err(ApiError::validation(format!("\"{field}\" must be a non-empty string"))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,8 +262,8 @@ mod tests {
             r#"[null, null, ["a"], null, "u"]"#,
         ];
         for body in bodies {
-            let typed = RecommendBody::well_formed(body.as_bytes());
-            let checked = RecommendBody::checked(serde_json::from_str(body).unwrap());
+            let typed = well_formed(body.as_bytes());
+            let checked = checked(serde_json::from_str(body).unwrap());
             match (typed, checked) {
                 (Some(typed), Ok(checked)) => assert_eq!(typed, checked, "{body}"),
                 (None, Err(_)) => {}
@@ -444,6 +276,6 @@ mod tests {
             r#"{{"model_id": "m", "user_id": "u", "item_ids": {:?}}}"#,
             vec!["a"; MAX_CANDIDATES + 1]
         );
-        assert!(RecommendBody::well_formed(oversized.as_bytes()).is_none());
+        assert!(well_formed(oversized.as_bytes()).is_none());
     }
 }

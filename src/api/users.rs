@@ -7,10 +7,9 @@ use serde_json::{json, Value};
 use super::error::row_failure;
 use super::routes::Endpoint;
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::engine::catalog::RowKind;
 
 pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let engine = &state.engine;
+    let services = &state.services;
     match (endpoint, &request.method) {
         (Endpoint::Users, _) => {
             let body = request.json_value()?;
@@ -21,7 +20,7 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     };
                     let mut stored = Vec::new();
                     let mut failed = Vec::new();
-                    for (index, result) in engine.upsert_rows(RowKind::User, users).await.into_iter().enumerate() {
+                    for (index, result) in services.upsert_users(users).await.into_iter().enumerate() {
                         match result {
                             Ok(user) => stored.push(Value::Object(user)),
                             Err(error) => failed.push(row_failure(index, error)),
@@ -30,8 +29,8 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     ok(&json!({ "users": stored, "failed": failed }))
                 }
                 Value::Object(_) => {
-                    let user = engine
-                        .upsert_rows(RowKind::User, vec![body])
+                    let user = services
+                        .upsert_users(vec![body])
                         .await
                         .pop()
                         .expect("one result per row")?;
@@ -42,10 +41,10 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                 )),
             }
         }
-        (Endpoint::User, &Method::GET) => ok(&engine.get_user(&request.params[0])?),
+        (Endpoint::User, &Method::GET) => ok(&services.get_user(&request.params[0])?),
         (Endpoint::User, _) => {
             let uid = &request.params[0];
-            let events_removed = engine.delete_user(uid).await?;
+            let events_removed = services.delete_user(uid).await?;
             ok(&json!({ "uid": uid, "deleted": true, "events_removed": events_removed }))
         }
         _ => unreachable!("routes.rs sends only user endpoints here"),

@@ -13,7 +13,7 @@ use super::catalog::{
     prepare_row, stamp_row, CatalogError, ItemReader, Relation, RowKind, StoredTimes, TableRecord, TableRegistry,
 };
 use crate::clock::SharedClock;
-use crate::storage::{keys, Cf, Storage};
+use crate::storage::{layout, Cf, Storage};
 use crate::topology::ShardId;
 
 /// The actor of one shard.
@@ -51,8 +51,8 @@ impl CatalogShard {
 
     fn row_key(&self, kind: RowKind, table: &str, id: &str) -> Vec<u8> {
         match kind {
-            RowKind::Item => keys::item(self.shard, table, id),
-            RowKind::User => keys::user(self.shard, id),
+            RowKind::Item => layout::item(self.shard, table, id),
+            RowKind::User => layout::user(self.shard, id),
         }
     }
 }
@@ -171,7 +171,7 @@ impl Handler<DeleteItem> for CatalogShard {
     type Result = Result<(), CatalogError>;
 
     fn handle(&mut self, message: DeleteItem, _: &mut Context<Self>) -> Self::Result {
-        let key = keys::item(self.shard, &message.table, &message.id);
+        let key = layout::item(self.shard, &message.table, &message.id);
         let not_found = || CatalogError::NotFound(format!("item {:?} in table {:?}", message.id, message.table));
         let stored = self.storage.get(Cf::Items, &key)?.ok_or_else(not_found)?;
         let mut batch = self.storage.batch();
@@ -213,19 +213,19 @@ impl Handler<DeleteUser> for CatalogShard {
     type Result = Result<UserRemoval, CatalogError>;
 
     fn handle(&mut self, message: DeleteUser, _: &mut Context<Self>) -> Self::Result {
-        let key = keys::user(self.shard, &message.uid);
+        let key = layout::user(self.shard, &message.uid);
         let row_existed = self.storage.get(Cf::Users, &key)?.is_some();
         let mut batch = self.storage.batch();
         batch.delete(Cf::Users, &key);
         // The index holds `prefix ++ log key` → event id: the event, its id entry and the index entry go.
-        let prefix = keys::user_events_prefix(self.shard, &message.uid);
+        let prefix = layout::user_events_prefix(self.shard, &message.uid);
         let mut events_removed = 0;
         for entry in self.storage.scan_prefix(Cf::UserEvents, &prefix) {
             let (index_key, event_id) = entry?;
             batch.delete(Cf::Events, &index_key[prefix.len()..]);
             batch.delete(
                 Cf::Events,
-                &keys::event_id(self.shard, &String::from_utf8_lossy(&event_id)),
+                &layout::event_id(self.shard, &String::from_utf8_lossy(&event_id)),
             );
             batch.delete(Cf::UserEvents, &index_key);
             events_removed += 1;
@@ -251,7 +251,7 @@ impl Handler<DropTableRows> for CatalogShard {
     type Result = Result<(), CatalogError>;
 
     fn handle(&mut self, message: DropTableRows, _: &mut Context<Self>) -> Self::Result {
-        let (from, to) = keys::table_range(self.shard, &message.table);
+        let (from, to) = layout::table_range(self.shard, &message.table);
         let mut batch = self.storage.batch();
         batch.delete_range(Cf::Items, &from, &to);
         batch.commit()?;

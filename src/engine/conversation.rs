@@ -9,7 +9,7 @@
 //! leaves the conversation as it was and an answered one survives a restart.
 //!
 //! State is written through to the `state` column family (key
-//! [`keys::conversation`], JSON) on a blocking thread; the handler holds the
+//! [`layout::conversation`], JSON) on a blocking thread; the handler holds the
 //! actor's mailbox until the write is done, so turns apply in order. An actor idle
 //! for the TTL stops; the next message for its id starts a new one from the
 //! stored state. An id that was never seen starts an empty conversation.
@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chat::constraints::{Constraints, Extracted, Note};
 use crate::clock::SharedClock;
-use crate::storage::{keys, Cf, Storage, StorageError};
+use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::{shard_for, ShardId};
 
 /// How conversations are kept.
@@ -191,7 +191,7 @@ impl Handler<RecordTurn> for ConversationActor {
             self.state.turns.pop_front();
         }
         let value = serde_json::to_vec(&self.state).expect("conversation state serializes");
-        let key = keys::conversation(self.shard, &self.state.id);
+        let key = layout::conversation(self.shard, &self.state.id);
         let storage = self.storage.clone();
         let write = async move {
             tokio::task::spawn_blocking(move || storage.put_unsynced(Cf::State, &key, &value))
@@ -253,7 +253,7 @@ impl Conversations {
 
     /// The conversation's stored state, or `None` for an id never seen.
     fn load(&self, id: &str) -> Result<Option<ConversationState>, StorageError> {
-        let key = keys::conversation(shard_for(id.as_bytes(), self.shards), id);
+        let key = layout::conversation(shard_for(id.as_bytes(), self.shards), id);
         let Some(bytes) = self.storage.get(Cf::State, &key)? else {
             return Ok(None);
         };

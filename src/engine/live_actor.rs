@@ -5,38 +5,53 @@
 //! starts, feeds, passivates and wipes them; nothing else touches their state.
 
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use actix::{Actor, ActorContext, Context, Handler, Message, Recipient};
 use tokio::sync::oneshot;
 
-use super::event::Event;
-use super::live_state::{DecayParams, LiveState};
-use super::shard_host::StateKind;
-use super::signals::{SignalBoard, Signals};
-use crate::storage::{keys, Cf, Storage, StorageError};
+use super::signal_board::SignalBoard;
+use crate::domain::event::{Event, SequencedEvent};
+use crate::domain::live_state::{DecayParams, LiveState};
+use crate::domain::live_state_id::StateKind;
+use crate::domain::signals::Signals;
+use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::ShardId;
-
-/// An event of a shard's log, with the affinity keys of its items looked up once.
-#[derive(Debug)]
-pub struct SequencedEvent {
-    /// The shard whose log holds the event.
-    pub source: ShardId,
-    pub seq: u64,
-    pub event: Event,
-    pub attributes: Vec<String>,
-}
 
 /// Held by every message an applied batch causes (its users, its sessions here or
 /// on other shards, a stitched session's hand-off to its user). When the last
-/// holder drops it, the batch's effects are all in place and its waiter is woken.
-pub type Completion = Arc<oneshot::Sender<()>>;
+/// holder drops it, the batch's effects are all in place (or some failed) and its
+/// waiter is woken.
+pub type Completion = Arc<BatchToken>;
 
-/// A completion token and the future that resolves once every clone is dropped.
-pub fn completion() -> (Completion, impl std::future::Future<Output = ()>) {
+/// The token behind a [`Completion`].
+pub struct BatchToken {
+    /// Dropped with the last holder, which wakes the waiter.
+    _dropped: oneshot::Sender<()>,
+    /// Set when some effect of the batch could not be put in place.
+    failed: Arc<AtomicBool>,
+}
+
+impl BatchToken {
+    /// Marks the batch as not wholly applied: its waiter then reports an error.
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A completion token and the future that resolves once every clone is dropped:
+/// `true` when every effect was put in place.
+pub fn completion() -> (Completion, impl std::future::Future<Output = bool>) {
     let (token, dropped) = oneshot::channel();
-    (Arc::new(token), async move {
+    let failed = Arc::new(AtomicBool::new(false));
+    let token = Arc::new(BatchToken {
+        _dropped: token,
+        failed: failed.clone(),
+    });
+    (token, async move {
         let _ = dropped.await;
+        !failed.load(Ordering::SeqCst)
     })
 }
 
@@ -66,7 +81,7 @@ impl LiveKind for Session {
     const NAME: &'static str = "session";
     const KIND: StateKind = StateKind::Session;
     fn state_key(shard: ShardId, sid: &str) -> Vec<u8> {
-        keys::session_state(shard, sid)
+        layout::session_state(shard, sid)
     }
     fn after_apply(state: &mut LiveState, event: &Event) {
         if state.uid.is_none() {
@@ -83,7 +98,7 @@ impl LiveKind for User {
     const NAME: &'static str = "user";
     const KIND: StateKind = StateKind::User;
     fn state_key(shard: ShardId, uid: &str) -> Vec<u8> {
-        keys::user_state(shard, uid)
+        layout::user_state(shard, uid)
     }
     fn after_apply(state: &mut LiveState, event: &Event) {
         if let Some(sid) = &event.sid {
@@ -184,20 +199,21 @@ impl<K: LiveKind> LiveActor<K> {
     }
 
     /// Writes the state if it changed (compact binary, without the WAL: the
-    /// checkpoint flushes it before it moves the replay point past its events).
-    fn persist(&mut self) {
+    /// checkpoint flushes it before it moves the replay point past its events). On a
+    /// failure the state stays dirty: the checkpoint that asked fails, so the replay
+    /// point stays before its events, and the next one retries.
+    fn persist(&mut self) -> Result<(), StorageError> {
         if !self.dirty {
-            return;
+            return Ok(());
         }
         let value = postcard::to_allocvec(&self.state).expect("live state serializes");
-        match self
-            .storage
+        self.storage
             .put_unlogged(Cf::State, &K::state_key(self.shard, &self.key), &value)
-        {
-            Ok(()) => self.dirty = false,
-            // The log still holds the events: the next checkpoint retries, a crash replays.
-            Err(error) => tracing::error!(kind = K::NAME, key = %self.key, %error, "failed to persist live state"),
-        }
+            .inspect_err(
+                |error| tracing::error!(kind = K::NAME, key = %self.key, %error, "failed to persist live state"),
+            )?;
+        self.dirty = false;
+        Ok(())
     }
 }
 
@@ -225,11 +241,12 @@ pub enum KeyMessage {
     /// signals ranking needs) and sent by the closure on the reader's channel.
     Read(Box<dyn FnOnce(&LiveState) + Send>),
     /// Persist if changed.
-    Persist(oneshot::Sender<()>),
-    /// Persist and stop.
-    Passivate(oneshot::Sender<()>),
-    /// Delete the persisted state and stop; answers with the final state.
-    Wipe(oneshot::Sender<LiveState>),
+    Persist(oneshot::Sender<Result<(), StorageError>>),
+    /// Persist and stop; on a failure, answer it and stay live (nothing is lost).
+    Passivate(oneshot::Sender<Result<(), StorageError>>),
+    /// Delete the persisted state and stop; answers with the final state. On a
+    /// failure, answer it and stay live.
+    Wipe(oneshot::Sender<Result<LiveState, StorageError>>),
 }
 
 impl Message for KeyMessage {
@@ -285,23 +302,26 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
             }
             KeyMessage::Read(read) => read(&self.state),
             KeyMessage::Persist(reply) => {
-                self.persist();
-                let _ = reply.send(());
+                let _ = reply.send(self.persist());
             }
             KeyMessage::Passivate(reply) => {
-                self.persist();
-                self.withdraw();
-                context.stop();
-                let _ = reply.send(());
+                let persisted = self.persist();
+                if persisted.is_ok() {
+                    self.withdraw();
+                    context.stop();
+                }
+                let _ = reply.send(persisted);
             }
             KeyMessage::Wipe(reply) => {
                 if let Err(error) = self.storage.delete(Cf::State, &K::state_key(self.shard, &self.key)) {
                     tracing::error!(kind = K::NAME, key = %self.key, %error, "failed to wipe live state");
+                    let _ = reply.send(Err(error));
+                    return;
                 }
                 self.dirty = false;
                 self.withdraw();
                 context.stop();
-                let _ = reply.send(std::mem::take(&mut self.state));
+                let _ = reply.send(Ok(std::mem::take(&mut self.state)));
             }
         }
     }

@@ -4,15 +4,13 @@
 //! Writes go key → shard → that shard's actor; reads of stored rows and table
 //! records go straight to the shared handles (RocksDB, the table registry).
 
-pub mod attribute_keys;
 pub mod catalog;
 mod catalog_shard;
 pub mod conversation;
-pub mod event;
 mod live_actor;
-pub mod live_state;
+mod live_state_error;
 mod shard_host;
-pub mod signals;
+mod signal_board;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,20 +21,22 @@ use serde_json::{Map, Value};
 
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
-use crate::storage::{keys, Cf, CommitQueue, Op, Storage, StorageError};
+use crate::domain::event::{DurableEventSink, Event};
+use crate::domain::live_state::{DecayParams, LiveState};
+use crate::domain::live_state_id::LiveStateId;
+use crate::domain::signals::Signals;
+use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{ShardId, Topology};
-use crate::training::Training;
 use catalog::{id_of, CatalogError, FieldType, ItemReader, Relation, RowKind, TableRecord, TableRegistry, USERS_TABLE};
 pub use catalog_shard::{CatalogShard, RowResult};
 use catalog_shard::{DeleteItem, DeleteUser, DropTableRows, PutTable, UpsertRows};
-use event::Event;
-pub use live_actor::{LiveActor, SequencedEvent, SessionActor, UserActor};
-use live_state::{DecayParams, LiveState};
+pub use live_actor::{LiveActor, SessionActor, UserActor};
+pub use live_state_error::LiveStateError;
+pub use shard_host::Projection;
 use shard_host::{
     CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost, Wipe,
 };
-pub use shard_host::{Projection, StateKey, StateKind};
-use signals::{SignalBoard, Signals};
+use signal_board::SignalBoard;
 
 /// The running engine of one node.
 pub struct Engine {
@@ -53,6 +53,10 @@ pub struct Engine {
     board: Arc<SignalBoard>,
     /// Group commit of the event log and checkpoints.
     commits: CommitQueue,
+    /// Per shard, credits for events in flight (see [`Engine::ingest`]).
+    in_flight: Vec<Arc<tokio::sync::Semaphore>>,
+    /// Credits of each shard.
+    in_flight_limit: u32,
     /// How live state forgets, for snapshots.
     live: LiveConfig,
     /// The threads the shard actors run on, stopped at shutdown.
@@ -60,8 +64,8 @@ pub struct Engine {
     clock: SharedClock,
 }
 
-fn mailbox_error(error: MailboxError) -> CatalogError {
-    CatalogError::Unavailable(format!("shard actor unavailable: {error}"))
+fn mailbox_error(error: MailboxError) -> LiveStateError {
+    LiveStateError::Unavailable(format!("shard actor unavailable: {error}"))
 }
 
 impl From<&EngineConfig> for LiveConfig {
@@ -83,6 +87,32 @@ impl From<&EngineConfig> for LiveConfig {
     }
 }
 
+/// Why a user's deletion failed: in the catalog (row, events) or in live state.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteUserError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    LiveState(#[from] LiveStateError),
+}
+
+/// An error that a failed shard answers for every item it was sent.
+trait Unavailable: std::fmt::Display {
+    fn unavailable(message: String) -> Self;
+}
+
+impl Unavailable for CatalogError {
+    fn unavailable(message: String) -> Self {
+        CatalogError::Unavailable(message)
+    }
+}
+
+impl Unavailable for LiveStateError {
+    fn unavailable(message: String) -> Self {
+        LiveStateError::Unavailable(message)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error(transparent)]
@@ -100,7 +130,7 @@ impl Engine {
         topology: Topology,
         clock: SharedClock,
         config: &EngineConfig,
-        training: Arc<Training>,
+        learner: Arc<dyn DurableEventSink>,
     ) -> Result<Engine, EngineError> {
         if topology.nodes.len() != 1 {
             return Err(EngineError::Topology(format!(
@@ -110,7 +140,7 @@ impl Engine {
         }
         let tables = Arc::new(TableRegistry::load(storage.clone(), topology.shards, clock.clone())?);
         let items = Arc::new(ItemReader::new(storage.clone(), tables.clone(), topology.shards));
-        let commits = CommitQueue::start(storage.clone());
+        let commits = CommitQueue::start(storage.clone(), config.commit_queue);
         let live = LiveConfig::from(config);
         let hosts = HostRouter::new(topology.shards);
         let handles = HostHandles {
@@ -118,7 +148,7 @@ impl Engine {
             commits: commits.clone(),
             items: items.clone(),
             router: hosts.clone(),
-            training,
+            learner,
             board: Arc::new(SignalBoard::default()),
             clock: clock.clone(),
         };
@@ -143,7 +173,12 @@ impl Engine {
             arbiters.push(arbiter);
         }
         hosts.set(host_addrs);
+        let in_flight_limit = u32::try_from(config.max_events_in_flight.max(1)).unwrap_or(u32::MAX);
         Ok(Engine {
+            in_flight: (0..topology.shards)
+                .map(|_| Arc::new(tokio::sync::Semaphore::new(in_flight_limit as usize)))
+                .collect(),
+            in_flight_limit,
             storage,
             tables,
             items,
@@ -160,7 +195,7 @@ impl Engine {
 
     /// Replays every shard's log after its checkpoint, then checkpoints. Returns
     /// the number of events replayed.
-    pub async fn recover(&self) -> Result<u64, CatalogError> {
+    pub async fn recover(&self) -> Result<u64, LiveStateError> {
         let mut replayed = 0;
         for result in join_all(self.hosts.all().iter().map(|host| host.send(Replay))).await {
             replayed += result.map_err(mailbox_error)??;
@@ -171,7 +206,8 @@ impl Engine {
 
     /// Persists every live actor's state and records, per shard, the sequence up to
     /// which the log is reflected in persisted state (crash replay starts after it).
-    pub async fn checkpoint(&self) -> Result<(), CatalogError> {
+    /// When any state could not be persisted, no mark moves and the error is returned.
+    pub async fn checkpoint(&self) -> Result<(), LiveStateError> {
         let hosts = self.hosts.all();
         let mut marks = Vec::with_capacity(hosts.len());
         for mark in join_all(hosts.iter().map(|host| host.send(CheckpointMark))).await {
@@ -180,7 +216,7 @@ impl Engine {
         // Phase two starts after every mark, so events a host forwarded before its
         // mark are in the other hosts' mailboxes ahead of the persist request.
         for held_back in join_all(hosts.iter().map(|host| host.send(CheckpointPersist))).await {
-            for (source, lowest) in held_back.map_err(mailbox_error)? {
+            for (source, lowest) in held_back.map_err(mailbox_error)?? {
                 let mark = &mut marks[source as usize];
                 *mark = (*mark).min(lowest.saturating_sub(1));
             }
@@ -189,13 +225,13 @@ impl Engine {
         let storage = self.storage.clone();
         tokio::task::spawn_blocking(move || storage.flush_cf(Cf::State))
             .await
-            .map_err(|error| CatalogError::Unavailable(error.to_string()))??;
+            .map_err(|error| LiveStateError::Unavailable(error.to_string()))??;
         let ops = marks
             .iter()
             .enumerate()
             .map(|(shard, mark)| Op::Put {
                 cf: Cf::State,
-                key: keys::checkpoint(shard as ShardId),
+                key: layout::checkpoint(shard as ShardId),
                 value: mark.to_be_bytes().to_vec(),
             })
             .collect();
@@ -248,12 +284,23 @@ impl Engine {
 
     /// Accepts events on the shards owning their routing keys. Per event: whether it
     /// was a duplicate (already accepted, not applied again), or why it failed.
-    pub async fn ingest(&self, events: Vec<Event>) -> Vec<Result<bool, CatalogError>> {
+    pub async fn ingest(&self, events: Vec<Event>) -> Vec<Result<bool, LiveStateError>> {
         let routed = events
             .into_iter()
             .map(|event| Ok((self.shard_of(event.routing_key()), event)))
             .collect();
         self.scatter(routed, |shard, events| async move {
+            // Credits for the events in flight on this shard: held until the batch is
+            // applied everywhere it reaches and the learner took it, so that the
+            // messages it causes (to live actors, other hosts, the learner) never
+            // exceed `max_events_in_flight` however many callers push at once.
+            let credits = u32::try_from(events.len())
+                .unwrap_or(u32::MAX)
+                .min(self.in_flight_limit);
+            let _credits = self.in_flight[shard as usize]
+                .acquire_many(credits)
+                .await
+                .map_err(|_| LiveStateError::Unavailable(format!("shard {shard} is stopping")))?;
             let duplicates = self
                 .hosts
                 .host(shard)
@@ -267,15 +314,16 @@ impl Engine {
 
     /// Sends each shard its part of `items` at once and puts the answers back in
     /// request order. Items already failed stay failed.
-    async fn scatter<T, R, Fut>(
+    async fn scatter<T, R, E, Fut>(
         &self,
-        items: Vec<Result<(ShardId, T), CatalogError>>,
+        items: Vec<Result<(ShardId, T), E>>,
         send: impl Fn(ShardId, Vec<T>) -> Fut,
-    ) -> Vec<Result<R, CatalogError>>
+    ) -> Vec<Result<R, E>>
     where
-        Fut: Future<Output = Result<Vec<Result<R, CatalogError>>, CatalogError>>,
+        E: Unavailable,
+        Fut: Future<Output = Result<Vec<Result<R, E>>, E>>,
     {
-        let mut results: Vec<Option<Result<R, CatalogError>>> = (0..items.len()).map(|_| None).collect();
+        let mut results: Vec<Option<Result<R, E>>> = (0..items.len()).map(|_| None).collect();
         let mut per_shard: Vec<(Vec<usize>, Vec<T>)> =
             (0..self.shards.len()).map(|_| (Vec::new(), Vec::new())).collect();
         for (index, item) in items.into_iter().enumerate() {
@@ -305,7 +353,7 @@ impl Engine {
                 Err(error) => {
                     let message = error.to_string();
                     for index in indexes {
-                        results[index] = Some(Err(CatalogError::Unavailable(message.clone())));
+                        results[index] = Some(Err(E::unavailable(message.clone())));
                     }
                 }
             }
@@ -317,7 +365,7 @@ impl Engine {
     }
 
     /// A live state and whether an actor is live for it; `None` if the key has none.
-    pub async fn read_state(&self, key: StateKey) -> Result<Option<(LiveState, bool)>, CatalogError> {
+    pub async fn read_state(&self, key: LiveStateId) -> Result<Option<(LiveState, bool)>, LiveStateError> {
         self.read_state_with(key, Box::new(LiveState::clone)).await
     }
 
@@ -325,11 +373,11 @@ impl Engine {
     /// (so a reader that needs a few signals does not copy the whole state).
     pub async fn read_state_with<R: Send + 'static>(
         &self,
-        key: StateKey,
+        key: LiveStateId,
         project: Projection<R>,
-    ) -> Result<Option<(R, bool)>, CatalogError> {
+    ) -> Result<Option<(R, bool)>, LiveStateError> {
         self.hosts
-            .host(self.shard_of(key.key()))
+            .host(self.shard_of(key.id()))
             .send(ReadState(key, project))
             .await
             .map_err(mailbox_error)?
@@ -338,7 +386,7 @@ impl Engine {
     /// The ranking signals of a session or user as of now: published by its live
     /// actor, or, when none is live, computed from its persisted state by its host
     /// (`None` when it has no state). Only the second case waits for a message.
-    pub async fn signals(&self, key: StateKey) -> Result<Option<Arc<Signals>>, CatalogError> {
+    pub async fn signals(&self, key: LiveStateId) -> Result<Option<Arc<Signals>>, LiveStateError> {
         if let Some(signals) = self.board.get(&key) {
             return Ok(Some(signals));
         }
@@ -358,21 +406,26 @@ impl Engine {
     }
 
     /// The decay settings snapshots are computed with.
-    pub fn decay(&self, key: &StateKey) -> DecayParams {
+    pub fn decay(&self, key: &LiveStateId) -> DecayParams {
         match key {
-            StateKey::Session(_) => self.live.session,
-            StateKey::User(_) => self.live.user,
+            LiveStateId::Session(_) => self.live.session,
+            LiveStateId::User(_) => self.live.user,
         }
     }
 
-    /// The next offset to consume from `topic`'s partition of `shard`, if one was stored.
-    pub fn stream_offset(&self, shard: ShardId, topic: &str) -> Option<i64> {
-        let stored = self
-            .storage
-            .get(Cf::State, &keys::stream_offset(shard, topic))
-            .ok()
-            .flatten()?;
-        Some(i64::from_be_bytes(stored.try_into().ok()?))
+    /// The next offset to consume from `topic`'s partition of `shard`, if one was
+    /// stored. A read error is returned, never taken for "no offset" (which would
+    /// consume the partition again from its beginning).
+    pub fn stream_offset(&self, shard: ShardId, topic: &str) -> Result<Option<i64>, StorageError> {
+        let key = layout::stream_offset(shard, topic);
+        let Some(stored) = self.storage.get(Cf::State, &key)? else {
+            return Ok(None);
+        };
+        let bytes: [u8; 8] = stored.try_into().map_err(|_| StorageError::Corrupt {
+            key: format!("offset of {topic} for shard {shard}"),
+            reason: "not 8 bytes".into(),
+        })?;
+        Ok(Some(i64::from_be_bytes(bytes)))
     }
 
     /// Durably records next offsets `(shard, topic, offset)` with the shards' state.
@@ -383,11 +436,30 @@ impl Engine {
         let ops = offsets
             .map(|(shard, topic, offset)| Op::Put {
                 cf: Cf::State,
-                key: keys::stream_offset(shard, topic),
+                key: layout::stream_offset(shard, topic),
                 value: offset.to_be_bytes().to_vec(),
             })
             .collect();
         self.commits.submit(ops).await
+    }
+
+    /// Starts the conversation actors' arbiter, on this node's storage and clock.
+    pub fn start_conversations(&self, settings: conversation::ConversationSettings) -> conversation::Conversations {
+        conversation::Conversations::start(self.storage.clone(), self.topology.shards, self.clock.clone(), settings)
+    }
+
+    /// Events in flight on each shard now (accepted, not yet applied everywhere and
+    /// learned), never more than [`Engine::max_events_in_flight`].
+    pub fn events_in_flight(&self) -> Vec<usize> {
+        self.in_flight
+            .iter()
+            .map(|credits| self.in_flight_limit as usize - credits.available_permits())
+            .collect()
+    }
+
+    /// Events a shard may have in flight (`engine.max_events_in_flight`).
+    pub fn max_events_in_flight(&self) -> usize {
+        self.in_flight_limit as usize
     }
 
     /// The shards this node owns.
@@ -403,7 +475,7 @@ impl Engine {
     /// A stored event by id.
     pub fn get_event(&self, id: &str) -> Result<Event, CatalogError> {
         for shard in 0..self.topology.shards {
-            let Some(log_key) = self.storage.get(Cf::Events, &keys::event_id(shard, id))? else {
+            let Some(log_key) = self.storage.get(Cf::Events, &layout::event_id(shard, id))? else {
                 continue;
             };
             let Some(bytes) = self.storage.get(Cf::Events, &log_key)? else {
@@ -422,7 +494,7 @@ impl Engine {
 
     /// The stored item, read without going through the actor.
     pub fn get_item(&self, table: &str, id: &str) -> Result<Map<String, Value>, CatalogError> {
-        let key = keys::item(self.shard_of(id), table, id);
+        let key = layout::item(self.shard_of(id), table, id);
         self.read_row(Cf::Items, &key)
             .transpose()
             .unwrap_or_else(|| Err(CatalogError::NotFound(format!("item {id:?} in table {table:?}"))))
@@ -430,7 +502,7 @@ impl Engine {
 
     /// The stored user.
     pub fn get_user(&self, uid: &str) -> Result<Map<String, Value>, CatalogError> {
-        let key = keys::user(self.shard_of(uid), uid);
+        let key = layout::user(self.shard_of(uid), uid);
         self.read_row(Cf::Users, &key)
             .transpose()
             .unwrap_or_else(|| Err(CatalogError::NotFound(format!("user {uid:?}"))))
@@ -459,24 +531,25 @@ impl Engine {
 
     /// Deletes a user and everything stored under them: the row, their events, and
     /// the live state of the user and of their sessions. Returns the events removed.
-    pub async fn delete_user(&self, uid: &str) -> Result<usize, CatalogError> {
+    /// A part that could not be removed fails the call (a retry finds the rest).
+    pub async fn delete_user(&self, uid: &str) -> Result<usize, DeleteUserError> {
         // Events first: a crash in between leaves state that a retried delete finds.
         let removal = self
             .ask(self.shard_of(uid), DeleteUser { uid: uid.to_owned() })
             .await??;
-        let user = self.wipe(StateKey::User(uid.to_owned())).await?;
+        let user = self.wipe(LiveStateId::User(uid.to_owned())).await?;
         for sid in &user.sessions {
-            self.wipe(StateKey::Session(sid.clone())).await?;
+            self.wipe(LiveStateId::Session(sid.clone())).await?;
         }
         if !removal.row_existed && removal.events_removed == 0 && user == LiveState::default() {
-            return Err(CatalogError::NotFound(format!("user {uid:?}")));
+            return Err(CatalogError::NotFound(format!("user {uid:?}")).into());
         }
         Ok(removal.events_removed)
     }
 
-    async fn wipe(&self, key: StateKey) -> Result<LiveState, CatalogError> {
+    async fn wipe(&self, key: LiveStateId) -> Result<LiveState, LiveStateError> {
         self.hosts
-            .host(self.shard_of(key.key()))
+            .host(self.shard_of(key.id()))
             .send(Wipe(key))
             .await
             .map_err(mailbox_error)?
@@ -532,9 +605,9 @@ impl Engine {
             tables.remap(&table, &field, to, || {
                 for shard in 0..shards {
                     let prefix = if cf == Cf::Users {
-                        keys::user(shard, "")
+                        layout::user(shard, "")
                     } else {
-                        keys::table_prefix(shard, &table)
+                        layout::table_prefix(shard, &table)
                     };
                     for entry in storage.scan_prefix(cf, &prefix) {
                         let (_, value) = entry?;
@@ -562,3 +635,6 @@ impl Engine {
         self.topology.shards
     }
 }
+
+#[cfg(test)]
+mod tests;

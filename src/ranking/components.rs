@@ -3,9 +3,9 @@
 
 use rustc_hash::FxHashMap;
 
+use super::trained::{covisit_key, ItemIndex, Trained};
 use super::{Candidate, Feature, FeatureVector, RankContext, Signals, FEATURES};
-use crate::engine::attribute_keys::AttributeId;
-use crate::training::{covisit_key, ItemIndex, Trained};
+use crate::domain::attributes::AttributeId;
 
 /// A user's long-term affinity counts this much of a session's.
 const USER_AFFINITY_WEIGHT: f64 = 0.5;
@@ -55,7 +55,7 @@ pub fn feature_vectors(
             fill(Feature::Affinity, &|i| {
                 candidates[i].features.as_ref().map_or(0.0, |features| {
                     features
-                        .key_ids
+                        .attribute_ids
                         .iter()
                         .map(|key| affinity.get(key).copied().unwrap_or(0.0))
                         .sum()

@@ -1,10 +1,8 @@
 //! The models over the learned artifacts: one feature alone, a weighted blend, and
 //! the learned ranker (a blend whose weights come from outcomes once it has enough).
 
-use std::sync::Arc;
-
+use super::trained::TrainedSnapshots;
 use super::{feature_vectors, Candidate, Feature, FeatureVector, Model, ModelError, RankContext, FEATURES};
-use crate::training::Training;
 
 /// Unavailable items lose this much (every other feature is at most 1).
 pub const UNAVAILABLE_PENALTY: f64 = -1.0;
@@ -22,7 +20,7 @@ pub enum Weights {
 
 pub struct Learned {
     pub weights: Weights,
-    pub training: Arc<Training>,
+    pub trained: TrainedSnapshots,
 }
 
 impl Learned {
@@ -50,11 +48,10 @@ impl Model for Learned {
         context: &RankContext,
         candidates: &[Candidate],
     ) -> Result<(Vec<f32>, Option<Vec<FeatureVector>>), ModelError> {
-        let trained = self.training.read();
+        let trained = self.trained.latest();
         let weights = self.weights(trained.ltr.weights());
         let needed = weights.map(|weight| weight != 0.0);
-        let vectors = feature_vectors(&trained, self.training.segment_field(), context, candidates, &needed);
-        drop(trained);
+        let vectors = feature_vectors(&trained, self.trained.segment_field(), context, candidates, &needed);
         let scores = vectors
             .iter()
             .map(|vector| {

@@ -2,17 +2,24 @@
 //! scores; the [`ModelRegistry`] maps `model_id`s to them (`config/models.toml`).
 //! Nothing here knows HTTP.
 //!
-//! - [`features`]: what ranking knows of an item (affinity keys, embedding, availability).
+//! - The model kinds and their trained artifacts: [`popularity`], [`covisit`]
+//!   (co-visitation and session kNN), [`ltr`] (the learned ranker over the feature
+//!   columns), gathered in [`Trained`], which the learner (`training`) updates and
+//!   publishes as snapshots ([`TrainedSnapshots`]); [`record`]: what a ranking showed.
 //! - `components`: the feature columns every learned model scores with.
 //! - `learned`: the models over them (one feature, a blend, the learned ranker).
 //! - `registry`: `config/models.toml` → models; `mock`: the SPEC's mock models.
 
 mod components;
-pub mod features;
+pub mod covisit;
 mod learned;
+pub mod ltr;
 mod mock;
 pub mod modules;
+pub mod popularity;
+pub mod record;
 mod registry;
+pub mod trained;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,11 +27,13 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 use serde_json::{Map, Value};
 
-pub use crate::engine::signals::Signals;
-pub use crate::training::ltr::{Feature, FeatureVector, FEATURES};
+pub use crate::domain::item_features::ItemFeatures;
+pub use crate::domain::signals::Signals;
 pub use components::feature_vectors;
-pub use features::ItemFeatures;
+pub use ltr::{Feature, FeatureVector, FEATURES};
+pub use record::{RecRecord, ShownRecord};
 pub use registry::{RegistryError, DEFAULT_MODELS_TOML};
+pub use trained::{covisit_key, ItemIds, ItemIndex, Trained, TrainedSnapshots};
 
 /// One item to rank, with the request's attributes for it.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::learned::{Learned, Weights};
+use super::trained::TrainedSnapshots;
 use super::{mock, Feature, Model, ModelRegistry, FEATURES};
-use crate::training::Training;
 
 /// The embedded registry, used when `training.models_file` is empty.
 pub const DEFAULT_MODELS_TOML: &str = include_str!("../../config/models.toml");
@@ -56,7 +56,7 @@ fn weights(model_id: &str, named: &BTreeMap<String, f64>) -> Result<[f64; FEATUR
 
 impl ModelRegistry {
     /// The models of a registry file, plus the SPEC's mock models.
-    pub fn load(text: &str, training: &Arc<Training>) -> Result<ModelRegistry, RegistryError> {
+    pub fn load(text: &str, trained: &TrainedSnapshots) -> Result<ModelRegistry, RegistryError> {
         let file: ModelsFile = toml::from_str(text).map_err(|error| RegistryError(error.to_string()))?;
         let mocks = mock::all();
         let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
@@ -76,7 +76,7 @@ impl ModelRegistry {
             };
             let model = Learned {
                 weights,
-                training: training.clone(),
+                trained: trained.clone(),
             };
             models.insert(id, Arc::new(model));
         }

@@ -182,8 +182,17 @@ impl Indexer {
         }
         for (table, id) in std::mem::take(&mut self.pending) {
             let key = item_key(&table, &id);
+            let row = match self.source.row(&table, &id) {
+                Ok(row) => row,
+                Err(error) => {
+                    // The item stays indexed as it was rather than vanish from search.
+                    tracing::error!(%error, table, id, "search index: the changed item is unreadable; its entry is left as it was");
+                    self.stats.read_errors.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+            };
             self.writer.delete_term(Term::from_field_text(self.fields.key, &key));
-            match self.source.row(&table, &id) {
+            match row {
                 Some(row) if !is_deleted(&row) => {
                     self.labels.set(&key, labels(&row));
                     match self.writer.add_document(document(&self.fields, &table, &id, &row)) {

@@ -46,11 +46,16 @@ pub enum IndexChange {
 
 /// Where the indexer reads items: the catalog's storage.
 pub trait ItemSource: Send + Sync {
-    /// The stored row of item `id` in `table`, if any.
-    fn row(&self, table: &str, id: &str) -> Option<Map<String, Value>>;
+    /// The stored row of item `id` in `table`, if any; an error when it cannot be read.
+    fn row(&self, table: &str, id: &str) -> Result<Option<Map<String, Value>>, SourceError>;
     /// Calls `visit` with every stored item row (every table but users).
-    fn scan(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), String>;
+    fn scan(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), SourceError>;
 }
+
+/// The catalog could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("reading the catalog: {0}")]
+pub struct SourceError(pub String);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
@@ -58,13 +63,13 @@ pub enum SearchError {
     Index(#[from] tantivy::TantivyError),
     #[error("search index directory {path}: {source}")]
     Directory { path: String, source: std::io::Error },
-    #[error("reading the catalog for the search index failed: {0}")]
-    Source(String),
+    #[error("the search index could not read the catalog: {0}")]
+    Source(#[from] SourceError),
 }
 
 impl From<String> for SearchError {
     fn from(message: String) -> SearchError {
-        SearchError::Source(message)
+        SearchError::Source(SourceError(message))
     }
 }
 
@@ -84,6 +89,8 @@ pub struct IndexStats {
     pub commit_errors: AtomicU64,
     pub documents_indexed: AtomicU64,
     pub documents_removed: AtomicU64,
+    /// Changed items that could not be read (their entries were left as they were).
+    pub read_errors: AtomicU64,
     /// True once the catalog was read at start (and indexed, when rebuilding).
     pub loaded: AtomicBool,
 }

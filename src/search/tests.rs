@@ -25,11 +25,11 @@ impl Memory {
 }
 
 impl ItemSource for Memory {
-    fn row(&self, table: &str, id: &str) -> Option<Map<String, Value>> {
-        self.rows.lock().get(&(table.to_owned(), id.to_owned())).cloned()
+    fn row(&self, table: &str, id: &str) -> Result<Option<Map<String, Value>>, SourceError> {
+        Ok(self.rows.lock().get(&(table.to_owned(), id.to_owned())).cloned())
     }
 
-    fn scan(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), String> {
+    fn scan(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), SourceError> {
         for row in self.rows.lock().values() {
             visit(row.clone());
         }

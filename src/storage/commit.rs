@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam::channel::{self, Receiver, Sender};
+use flume::{Receiver, Sender};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
@@ -42,9 +42,10 @@ pub struct CommitQueue {
 }
 
 impl CommitQueue {
-    /// Starts the writer thread.
-    pub fn start(storage: Storage) -> CommitQueue {
-        let (jobs, queue) = channel::unbounded();
+    /// Starts the writer thread, with room for `capacity` queued batches: past it,
+    /// [`CommitQueue::submit`] waits for room.
+    pub fn start(storage: Storage, capacity: usize) -> CommitQueue {
+        let (jobs, queue) = flume::bounded(capacity.max(1));
         let writer = std::thread::Builder::new()
             .name("rankstream-commit".into())
             .spawn(move || write_loop(storage, queue))
@@ -65,14 +66,23 @@ impl CommitQueue {
     }
 
     /// Queues `ops`; the future resolves once they are durable (per the storage's
-    /// durability setting), in submission order relative to other batches.
+    /// durability setting). Batches are written in submission order while the queue
+    /// has room; a batch that found it full is queued when its future makes room.
     pub fn submit(&self, ops: Vec<Op>) -> impl Future<Output = Result<(), StorageError>> + 'static {
         let (done, finished) = oneshot::channel();
-        let queued = self.jobs.send(Job::Write { ops, done });
-        async move {
-            queued.map_err(|_| StorageError::Closed)?;
+        let waiting = match self.jobs.try_send(Job::Write { ops, done }) {
+            Ok(()) => None,
+            Err(flume::TrySendError::Full(job)) => Some((self.jobs.clone(), job)),
+            Err(flume::TrySendError::Disconnected(_)) => {
+                return futures::future::Either::Left(async { Err(StorageError::Closed) })
+            }
+        };
+        futures::future::Either::Right(async move {
+            if let Some((jobs, job)) = waiting {
+                jobs.send_async(job).await.map_err(|_| StorageError::Closed)?;
+            }
             finished.await.map_err(|_| StorageError::Closed)?
-        }
+        })
     }
 }
 
@@ -122,7 +132,7 @@ mod tests {
     async fn batches_become_durable_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let storage = Storage::open(dir.path(), Durability::Sync).unwrap();
-        let queue = CommitQueue::start(storage.clone());
+        let queue = CommitQueue::start(storage.clone(), 4);
         let writes: Vec<_> = (0..50u8)
             .map(|i| {
                 queue.submit(vec![Op::Put {

@@ -8,7 +8,9 @@
 //! them, so N shard threads writing at once cost one fsync, not N.
 
 mod commit;
-pub mod keys;
+#[cfg(test)]
+pub mod faults;
+pub mod layout;
 
 pub use commit::{CommitQueue, Op};
 
@@ -33,6 +35,8 @@ pub enum Cf {
     Events,
     /// Index uid → event keys, for deletion and training.
     UserEvents,
+    /// Index sid → event keys, to rebuild a session whose snapshot is unreadable.
+    SessionEvents,
     /// Actor snapshots.
     State,
     /// What each ranking response showed, by `rec_id`, for learning from its outcomes.
@@ -45,12 +49,13 @@ pub enum Cf {
 
 impl Cf {
     /// Every column family, in creation order.
-    pub const ALL: [Cf; 9] = [
+    pub const ALL: [Cf; 10] = [
         Cf::Tables,
         Cf::Items,
         Cf::Users,
         Cf::Events,
         Cf::UserEvents,
+        Cf::SessionEvents,
         Cf::State,
         Cf::Rankings,
         Cf::Models,
@@ -64,6 +69,7 @@ impl Cf {
             Cf::Users => "users",
             Cf::Events => "events",
             Cf::UserEvents => "user_events",
+            Cf::SessionEvents => "session_events",
             Cf::State => "state",
             Cf::Rankings => "rankings",
             Cf::Models => "models",
@@ -106,6 +112,9 @@ pub type Entry = (Box<[u8]>, Box<[u8]>);
 pub struct Storage {
     db: Arc<DB>,
     durability: Durability,
+    /// Failures to inject, by column family (unit tests only).
+    #[cfg(test)]
+    faults: Arc<faults::Faults>,
 }
 
 /// Rankings kept by [`Storage::open`] (the node passes `training.ranking_retention_ms`).
@@ -155,6 +164,8 @@ impl Storage {
         Ok(Storage {
             db: Arc::new(db),
             durability,
+            #[cfg(test)]
+            faults: Arc::default(),
         })
     }
 
@@ -165,11 +176,13 @@ impl Storage {
 
     /// Reads one record.
     pub fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        self.check_read(cf)?;
         Ok(self.db.get_cf(self.cf(cf), key)?)
     }
 
     /// Reads many records of one family at once.
     pub fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
+        self.check_read(cf)?;
         let handle = self.cf(cf);
         self.db
             .multi_get_cf(keys.iter().map(|key| (handle, key)))
@@ -220,6 +233,9 @@ impl Storage {
     /// truth is already durable. It survives a crash only once its column family
     /// is flushed ([`Storage::flush_cf`]); until then a crash falls back to replay.
     pub fn put_unlogged(&self, cf: Cf, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
+        self.check_write(cf)?;
+        #[cfg(test)]
+        self.faults.check_key(cf, key)?;
         let mut options = WriteOptions::default();
         options.disable_wal(true);
         Ok(self.db.put_cf_opt(self.cf(cf), key, value, &options)?)
@@ -238,6 +254,8 @@ impl Storage {
 
     /// Deletes one record durably.
     pub fn delete(&self, cf: Cf, key: &[u8]) -> Result<(), StorageError> {
+        #[cfg(test)]
+        self.faults.check_key(cf, key)?;
         let mut batch = self.batch();
         batch.delete(cf, key);
         batch.commit()
@@ -248,7 +266,30 @@ impl Storage {
         Batch {
             storage: self,
             inner: WriteBatch::default(),
+            families: 0,
         }
+    }
+
+    /// The failures this handle (and its clones) inject, for unit tests.
+    #[cfg(test)]
+    pub fn faults(&self) -> &faults::Faults {
+        &self.faults
+    }
+
+    fn check_read(&self, _cf: Cf) -> Result<(), StorageError> {
+        #[cfg(test)]
+        self.faults.check(faults::Access::Read, 1 << _cf as u32)?;
+        Ok(())
+    }
+
+    fn check_write(&self, _cf: Cf) -> Result<(), StorageError> {
+        self.check_writes(1 << _cf as u32)
+    }
+
+    fn check_writes(&self, _families: u32) -> Result<(), StorageError> {
+        #[cfg(test)]
+        self.faults.check(faults::Access::Write, _families)?;
+        Ok(())
     }
 
     /// Flushes the WAL and memtables to disk (shutdown).
@@ -265,19 +306,24 @@ impl Storage {
 pub struct Batch<'a> {
     storage: &'a Storage,
     inner: WriteBatch,
+    /// The column families written, one bit each (for injected failures).
+    families: u32,
 }
 
 impl Batch<'_> {
     pub fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
+        self.families |= 1 << cf as u32;
         self.inner.put_cf(self.storage.cf(cf), key, value);
     }
 
     pub fn delete(&mut self, cf: Cf, key: &[u8]) {
+        self.families |= 1 << cf as u32;
         self.inner.delete_cf(self.storage.cf(cf), key);
     }
 
     /// Deletes every key in `[from, to)`.
     pub fn delete_range(&mut self, cf: Cf, from: &[u8], to: &[u8]) {
+        self.families |= 1 << cf as u32;
         self.inner.delete_range_cf(self.storage.cf(cf), from, to);
     }
 
@@ -304,6 +350,7 @@ impl Batch<'_> {
         if self.inner.is_empty() {
             return Ok(());
         }
+        self.storage.check_writes(self.families)?;
         self.storage.db.write_opt(self.inner, options)?;
         Ok(())
     }

@@ -12,7 +12,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::{client_config, EventProducer, SharedStats, StreamError, ERROR_HEADER, FORMAT_HEADER, INTERNAL_FORMAT};
 use crate::config::{EventFormat, KafkaConfig};
-use crate::engine::event::{decode_engagement, decode_v1, Event};
+use crate::domain::event::{decode_engagement, decode_v1, Event};
 use crate::engine::Engine;
 use crate::topology::{shard_for, ShardId};
 
@@ -41,7 +41,15 @@ pub async fn start_consumer(
     for input in &config.inputs {
         check_partitions(&consumer, &input.topic, shard_count).await?;
         for &shard in &shards {
-            let offset = match engine.stream_offset(shard, &input.topic) {
+            // A stored offset that cannot be read stops the start: rewinding would
+            // consume the partition again from its beginning.
+            let stored = engine.stream_offset(shard, &input.topic).map_err(|error| {
+                StreamError::Setup(format!(
+                    "reading the stored offset of {} for shard {shard}: {error}",
+                    input.topic
+                ))
+            })?;
+            let offset = match stored {
                 Some(next) => Offset::Offset(next),
                 // A partition never read starts at its beginning: nothing is skipped.
                 None => Offset::Beginning,

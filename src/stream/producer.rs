@@ -9,7 +9,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::{client_config, StreamError, FORMAT_HEADER, INTERNAL_FORMAT};
 use crate::config::KafkaConfig;
-use crate::engine::event::Event;
+use crate::domain::event::Event;
 use crate::topology::shard_for;
 
 /// How long a produce may wait for the broker's acknowledgement.

@@ -15,6 +15,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
 use crate::config::ChatConfig;
+use crate::service::chat::{ReplyError, ReplyWriter};
 
 /// Largest LLM answer read, in bytes.
 const MAX_ANSWER_BYTES: usize = 1 << 20;
@@ -116,5 +117,19 @@ impl LlmClient {
             .filter(|text| !text.is_empty())
             .map(str::to_owned)
             .ok_or(LlmError::NoText)
+    }
+}
+
+impl ReplyWriter for LlmClient {
+    fn reply<'a>(
+        &'a self,
+        system: &'a str,
+        user: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, ReplyError>> {
+        Box::pin(async move {
+            LlmClient::reply(self, system, user)
+                .await
+                .map_err(|error| ReplyError(error.to_string()))
+        })
     }
 }

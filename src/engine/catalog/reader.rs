@@ -11,12 +11,12 @@ use dashmap::DashMap;
 use rustc_hash::FxBuildHasher;
 use serde_json::{Map, Value};
 
-use super::{TableRegistry, USERS_TABLE};
-use crate::engine::event::Event;
-use crate::engine::live_state::affinity_keys;
-use crate::ranking::ItemFeatures;
-use crate::search::{IndexChange, ItemSource};
-use crate::storage::{keys, Cf, Storage, StorageError};
+use super::{CatalogError, TableRegistry, USERS_TABLE};
+use crate::domain::event::Event;
+use crate::domain::live_state::affinity_attributes;
+use crate::domain::ItemFeatures;
+use crate::search::{IndexChange, ItemSource, SourceError};
+use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::shard_for;
 
 /// A read handle on the catalog's items, with the ranking features of the items
@@ -74,16 +74,19 @@ impl ItemReader {
     }
 
     /// The ranking features of item `id` (first table holding it); `None` if unknown.
-    pub fn features(&self, id: &str) -> Option<Arc<ItemFeatures>> {
+    pub fn features(&self, id: &str) -> Result<Option<Arc<ItemFeatures>>, CatalogError> {
         if let Some(features) = self.features.get(id) {
-            return Some(features.clone());
+            return Ok(Some(features.clone()));
         }
         let writes = self.writes.load(Ordering::Acquire);
-        let features = Arc::new(ItemFeatures::from_row(&self.find(id, None)?));
+        let Some(row) = self.find(id, None)? else {
+            return Ok(None);
+        };
+        let features = Arc::new(ItemFeatures::from_row(&row));
         if self.writes.load(Ordering::Acquire) == writes {
             self.features.insert(CompactString::from(id), features.clone());
         }
-        Some(features)
+        Ok(Some(features))
     }
 
     /// Called after item `id` was written or deleted.
@@ -105,21 +108,32 @@ impl ItemReader {
             .is_some_and(|record| record.fields.contains_key(field))
     }
 
-    /// The stored item `id` of `table`, or of the first table holding it.
-    pub fn find(&self, id: &str, table: Option<&str>) -> Option<Map<String, Value>> {
+    /// The stored item `id` of `table`, or of the first table holding it; `None`
+    /// when there is none. A failed or corrupt read is an error, not "no such item".
+    pub fn find(&self, id: &str, table: Option<&str>) -> Result<Option<Map<String, Value>>, CatalogError> {
         let shard = shard_for(id.as_bytes(), self.shards);
-        let read = |table: &str| -> Option<Map<String, Value>> {
-            let bytes = self.storage.get(Cf::Items, &keys::item(shard, table, id)).ok()??;
-            serde_json::from_slice(&bytes).ok()
+        let read = |table: &str| -> Result<Option<Map<String, Value>>, StorageError> {
+            let key = layout::item(shard, table, id);
+            let Some(bytes) = self.storage.get(Cf::Items, &key)? else {
+                return Ok(None);
+            };
+            serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|error| StorageError::Corrupt {
+                    key: format!("item {id:?} in table {table:?}"),
+                    reason: error.to_string(),
+                })
         };
         match table {
-            Some(table) => read(table),
-            None => self
-                .tables
-                .names()
-                .iter()
-                .filter(|name| name.as_str() != USERS_TABLE)
-                .find_map(|name| read(name)),
+            Some(table) => Ok(read(table)?),
+            None => {
+                for name in self.tables.names().iter().filter(|name| name.as_str() != USERS_TABLE) {
+                    if let Some(row) = read(name)? {
+                        return Ok(Some(row));
+                    }
+                }
+                Ok(None)
+            }
         }
     }
 
@@ -138,22 +152,31 @@ impl ItemReader {
     }
 
     /// The affinity keys of every item an event is about.
-    pub fn affinity_keys(&self, event: &Event) -> Vec<String> {
-        event
-            .items()
-            .filter_map(|id| self.find(id, event.item_id_relation.as_deref()))
-            .flat_map(|item| affinity_keys(&item))
-            .collect()
+    /// An item that cannot be read adds no keys; the failure is logged (the event is
+    /// already durable and applied all the same).
+    pub fn affinity_attributes(&self, event: &Event) -> Vec<String> {
+        let mut keys = Vec::new();
+        for id in event.items() {
+            match self.find(id, event.item_id_relation.as_deref()) {
+                Ok(Some(item)) => keys.extend(affinity_attributes(&item)),
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(%error, event = %event.id, item = id, "item unreadable; the event adds no affinities for it")
+                }
+            }
+        }
+        keys
     }
 }
 
 /// The search indexer reads the catalog through this.
 impl ItemSource for ItemReader {
-    fn row(&self, table: &str, id: &str) -> Option<Map<String, Value>> {
+    fn row(&self, table: &str, id: &str) -> Result<Option<Map<String, Value>>, SourceError> {
         self.find(id, Some(table))
+            .map_err(|error| SourceError(error.to_string()))
     }
 
-    fn scan(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), String> {
-        self.scan_items(visit).map_err(|error| error.to_string())
+    fn scan(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), SourceError> {
+        self.scan_items(visit).map_err(|error| SourceError(error.to_string()))
     }
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CatalogError, FieldType};
 use crate::clock::SharedClock;
-use crate::storage::{keys, Cf, Storage, StorageError};
+use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::time::format_rfc3339;
 use crate::topology::shard_for;
 
@@ -217,7 +217,10 @@ impl TableRegistry {
         let _writer = self.write_lock.lock();
         let Some(record) = self.get(name) else { return Ok(None) };
         let mut batch = self.storage.batch();
-        batch.delete(Cf::Tables, &keys::table(shard_for(name.as_bytes(), self.shards), name));
+        batch.delete(
+            Cf::Tables,
+            &layout::table(shard_for(name.as_bytes(), self.shards), name),
+        );
         batch.commit()?;
         self.tables.write().remove(name);
         Ok(Some(record))
@@ -237,7 +240,7 @@ impl TableRegistry {
 
     /// Persists and publishes a record; callers hold the write lock.
     fn store(&self, record: TableRecord) -> Result<Arc<TableRecord>, CatalogError> {
-        let key = keys::table(shard_for(record.table_name.as_bytes(), self.shards), &record.table_name);
+        let key = layout::table(shard_for(record.table_name.as_bytes(), self.shards), &record.table_name);
         let value = serde_json::to_vec(&record).expect("table record serializes");
         let mut batch = self.storage.batch();
         batch.put(Cf::Tables, &key, &value);

@@ -101,6 +101,21 @@ pub fn user_event(shard: ShardId, uid: &str, log_key: &[u8]) -> Vec<u8> {
     key
 }
 
+/// `session_events`: `[shard][sid]0x00` — followed by the log key of each of the session's events.
+pub fn session_events_prefix(shard: ShardId, sid: &str) -> Vec<u8> {
+    let mut key = with_shard(shard, sid.len() + 1);
+    key.extend_from_slice(sid.as_bytes());
+    key.push(SEPARATOR);
+    key
+}
+
+/// `session_events`: `[shard][sid]0x00[log key]` → the event id; `shard` is the sid's.
+pub fn session_event(shard: ShardId, sid: &str, log_key: &[u8]) -> Vec<u8> {
+    let mut key = session_events_prefix(shard, sid);
+    key.extend_from_slice(log_key);
+    key
+}
+
 /// `state`: a session's snapshot, `[shard]s[sid]`.
 pub fn session_state(shard: ShardId, sid: &str) -> Vec<u8> {
     tagged(shard, b's', sid)

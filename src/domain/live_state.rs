@@ -109,7 +109,7 @@ impl InteractionKind {
 
 /// The affinity keys an item contributes: its groups, tags, promo tags, guide
 /// languages, age range, price band and availability.
-pub fn affinity_keys(item: &Map<String, Value>) -> Vec<String> {
+pub fn affinity_attributes(item: &Map<String, Value>) -> Vec<String> {
     let mut keys = Vec::new();
     for (field, prefix) in [
         ("groups", "group"),
@@ -377,7 +377,7 @@ mod tests {
     #[test]
     fn item_attributes_become_affinity_keys() {
         let item = json!({"groups": ["Boat Tours"], "tags": ["sea", "family"], "price": 25.5});
-        let keys = affinity_keys(item.as_object().unwrap());
+        let keys = affinity_attributes(item.as_object().unwrap());
         assert_eq!(keys, ["group:Boat Tours", "tag:sea", "tag:family", "price_band:4"]);
     }
 }

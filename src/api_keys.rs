@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::clock::SharedClock;
-use crate::storage::{keys, Cf, Storage, StorageError};
+use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::time::format_rfc3339;
 
 /// Every scope a key can carry; `admin` implies all of them.
@@ -101,7 +101,7 @@ pub struct KeyStore {
 impl KeyStore {
     pub fn load(storage: Storage, clock: SharedClock) -> Result<KeyStore, StorageError> {
         let by_hash = DashMap::new();
-        for entry in storage.scan_prefix(Cf::Meta, keys::API_KEY_PREFIX) {
+        for entry in storage.scan_prefix(Cf::Meta, layout::API_KEY_PREFIX) {
             let (key, value) = entry?;
             let api_key: ApiKey = serde_json::from_slice(&value).map_err(|error| StorageError::Corrupt {
                 key: String::from_utf8_lossy(&key).into_owned(),
@@ -157,7 +157,7 @@ impl KeyStore {
         let mut batch = self.storage.batch();
         batch.put(
             Cf::Meta,
-            &keys::api_key(&key.id),
+            &layout::api_key(&key.id),
             &serde_json::to_vec(&key).expect("key serializes"),
         );
         batch.commit()?;
@@ -184,7 +184,7 @@ impl KeyStore {
             return Ok(false);
         };
         let mut batch = self.storage.batch();
-        batch.delete(Cf::Meta, &keys::api_key(id));
+        batch.delete(Cf::Meta, &layout::api_key(id));
         batch.commit()?;
         self.by_hash.remove(&hash);
         Ok(true)

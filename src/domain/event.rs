@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::time::{format_rfc3339, parse_time_value};
+use crate::topology::ShardId;
 
 /// Largest custom object value in an event, serialized.
 const MAX_OBJECT_BYTES: usize = 4 * 1024;
@@ -305,6 +306,24 @@ pub fn decode_engagement(
         links,
         properties,
     })
+}
+
+/// An event of a shard's log, with the affinity keys of its items looked up once.
+#[derive(Debug)]
+pub struct SequencedEvent {
+    /// The shard whose log holds the event.
+    pub source: ShardId,
+    pub seq: u64,
+    pub event: Event,
+    pub attributes: Vec<String>,
+}
+
+/// Where a shard hands its events once they are durable and applied (the learner).
+/// The future resolves once the sink took them: the shard waits for it before it
+/// answers, so a sink that falls behind slows ingest down instead of queueing
+/// without limit.
+pub trait DurableEventSink: Send + Sync {
+    fn accept(&self, events: Vec<std::sync::Arc<SequencedEvent>>) -> futures::future::BoxFuture<'static, ()>;
 }
 
 #[cfg(test)]

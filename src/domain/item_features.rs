@@ -5,18 +5,18 @@
 use serde_json::{Map, Value};
 use smallvec::SmallVec;
 
-use crate::engine::attribute_keys::{intern, AttributeId};
-use crate::engine::live_state::{affinity_keys, availability};
+use super::attributes::{intern, AttributeId};
+use super::live_state::{affinity_attributes, availability};
 
 /// Longest embedding taken from a catalog row (DESIGN: ≤ 1,024 floats).
 const MAX_EMBEDDING: usize = 1024;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ItemFeatures {
-    /// `group:…`, `tag:…`, `lang:…`, `age:…`, `price_band:…`, `available:…`.
-    pub keys: Vec<String>,
-    /// The same keys, interned (what the ranking loop compares), stored inline.
-    pub key_ids: SmallVec<[AttributeId; 8]>,
+    /// Its affinity attributes: `group:…`, `tag:…`, `lang:…`, `age:…`, `price_band:…`, `available:…`.
+    pub attributes: Vec<String>,
+    /// The same attributes, interned (what the ranking loop compares), stored inline.
+    pub attribute_ids: SmallVec<[AttributeId; 8]>,
     /// The item's `embeddings` (or `embedding`) field.
     pub embedding: Option<Vec<f32>>,
     /// `Some(false)` for an item that cannot be had (or is soft-deleted).
@@ -30,10 +30,10 @@ impl ItemFeatures {
             .find_map(|field| row.get(*field)?.as_array())
             .filter(|values| !values.is_empty() && values.len() <= MAX_EMBEDDING)
             .and_then(|values| values.iter().map(|v| v.as_f64().map(|v| v as f32)).collect());
-        let keys = affinity_keys(row);
+        let attributes = affinity_attributes(row);
         ItemFeatures {
-            key_ids: keys.iter().map(|key| intern(key)).collect(),
-            keys,
+            attribute_ids: attributes.iter().map(|attribute| intern(attribute)).collect(),
+            attributes,
             embedding,
             available: availability(row),
         }
@@ -52,10 +52,10 @@ mod tests {
         let features = ItemFeatures::from_row(row.as_object().unwrap());
         assert_eq!(features.embedding, Some(vec![0.5, 1.0]));
         assert_eq!(features.available, Some(false));
-        assert!(features.keys.contains(&"group:tours".to_owned()));
-        assert!(features.keys.contains(&"lang:en".to_owned()));
-        assert!(features.keys.contains(&"price_band:4".to_owned()));
-        let interned: Vec<_> = features.keys.iter().map(|key| intern(key)).collect();
-        assert_eq!(features.key_ids.as_slice(), interned);
+        assert!(features.attributes.contains(&"group:tours".to_owned()));
+        assert!(features.attributes.contains(&"lang:en".to_owned()));
+        assert!(features.attributes.contains(&"price_band:4".to_owned()));
+        let interned: Vec<_> = features.attributes.iter().map(|key| intern(key)).collect();
+        assert_eq!(features.attribute_ids.as_slice(), interned);
     }
 }

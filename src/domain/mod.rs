@@ -1,0 +1,23 @@
+//! The domain types every layer shares, at the base of the crate: it imports no
+//! layer above it (only the `time` formats and `topology`'s shard ids).
+//!
+//! - [`event`]: the one internal [`event::Event`] both input formats decode into,
+//!   and the [`event::SequencedEvent`] a shard's log hands on once it is durable.
+//! - [`live_state`]: the live state of a session or user and its pure update and
+//!   decay rules; the item attributes it keeps affinities to.
+//! - [`signals`]: what ranking reads of a live state.
+//! - [`live_state_id`]: which live state a request is about (a session or a user).
+//! - [`attributes`]: affinity attributes (`group:…`) interned as small numbers.
+//! - [`item_features`]: what ranking reads of a catalog item.
+
+pub mod attributes;
+pub mod event;
+pub mod item_features;
+pub mod live_state;
+pub mod live_state_id;
+pub mod signals;
+
+pub use event::{Event, SequencedEvent};
+pub use item_features::ItemFeatures;
+pub use live_state_id::{LiveStateId, StateKind};
+pub use signals::Signals;

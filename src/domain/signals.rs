@@ -1,0 +1,115 @@
+//! The signals of a session or user as ranking reads them: its recent items and
+//! its affinities to item attributes, decayed to the reading time. Live actors
+//! publish them (`engine::SignalBoard`); request-embedded events add to a copy.
+
+use super::attributes::{intern, AttributeId};
+use super::live_state::{Decayed, LiveState, AFFINITY_FLOOR};
+
+/// The live signals of a session or user, as ranking reads them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Signals {
+    /// Items interacted with, oldest first.
+    pub recent: Vec<String>,
+    /// Affinities to item attributes as last updated; read them decayed to the
+    /// ranking time with [`Signals::affinities_at`].
+    pub affinities: Vec<Affinity>,
+    /// How fast the affinities halve.
+    pub half_life_ms: f64,
+}
+
+/// An affinity to one item attribute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Affinity {
+    /// `group:…`, `tag:…`, `price_band:…`, …
+    pub attribute: String,
+    /// The attribute, interned.
+    pub id: AttributeId,
+    pub decayed: Decayed,
+}
+
+impl Affinity {
+    pub fn new(attribute: &str, decayed: Decayed) -> Affinity {
+        Affinity {
+            attribute: attribute.to_owned(),
+            id: intern(attribute),
+            decayed,
+        }
+    }
+}
+
+impl Signals {
+    /// The signals of a live state.
+    pub fn of(live: &LiveState, half_life_ms: f64) -> Signals {
+        Signals {
+            recent: live.recent.iter().rev().map(|i| i.item_id.clone()).collect(),
+            affinities: live
+                .affinities
+                .iter()
+                .map(|(key, decayed)| Affinity::new(key, *decayed))
+                .collect(),
+            half_life_ms,
+        }
+    }
+
+    /// The affinities and their values as of `now`, without the negligible ones.
+    pub fn affinities_at(&self, now: i64) -> impl Iterator<Item = (&Affinity, f64)> {
+        self.affinities
+            .iter()
+            .map(move |affinity| (affinity, affinity.decayed.at_time(now, self.half_life_ms)))
+            .filter(|(_, value)| *value > AFFINITY_FLOOR)
+    }
+
+    /// Adds `weight` to an affinity as of `at` (request-embedded events).
+    pub fn add_affinity(&mut self, attribute: &str, weight: f64, at: i64) {
+        let half_life_ms = self.half_life_ms;
+        match self
+            .affinities
+            .iter_mut()
+            .find(|affinity| affinity.attribute == attribute)
+        {
+            Some(affinity) => affinity.decayed.add(weight, at, half_life_ms),
+            None => self
+                .affinities
+                .push(Affinity::new(attribute, Decayed { value: weight, at })),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn affinities_decay_to_the_reading_time_and_fade_out() {
+        let signals = Signals {
+            recent: vec!["a".into()],
+            affinities: vec![
+                Affinity::new("group:x", Decayed { value: 4.0, at: 0 }),
+                Affinity::new("tag:y", Decayed { value: 1e-4, at: 0 }),
+            ],
+            half_life_ms: 1000.0,
+        };
+        let at_one_half_life: Vec<_> = signals
+            .affinities_at(1000)
+            .map(|(a, v)| (a.attribute.as_str(), v))
+            .collect();
+        assert_eq!(at_one_half_life, [("group:x", 2.0)]);
+        assert_eq!(signals.affinities[0].id, intern("group:x"));
+    }
+
+    #[test]
+    fn added_affinities_decay_what_was_there() {
+        let mut signals = Signals {
+            half_life_ms: 1000.0,
+            ..Signals::default()
+        };
+        signals.add_affinity("group:x", 2.0, 0);
+        signals.add_affinity("group:x", 1.0, 1000);
+        signals.add_affinity("tag:y", 1.0, 1000);
+        let now: Vec<_> = signals
+            .affinities_at(1000)
+            .map(|(a, v)| (a.attribute.as_str(), v))
+            .collect();
+        assert_eq!(now, [("group:x", 2.0), ("tag:y", 1.0)]);
+    }
+}

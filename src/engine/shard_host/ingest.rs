@@ -1,0 +1,266 @@
+//! Ingest and group commit: events get log sequence numbers, wait for the commit
+//! in flight, become durable together, and are then applied in sequence order to
+//! their users here and their sessions wherever the sid lives, and handed to the
+//! learner. Also the handlers of other hosts' hand-overs (a session's events, a
+//! session to absorb).
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::ready;
+use std::sync::Arc;
+
+use actix::{ActorFutureExt, AsyncContext, Context, Handler, ResponseFuture, WrapFuture};
+use futures::future::{BoxFuture, FutureExt, Shared};
+use tokio::sync::oneshot;
+
+use super::super::live_actor::{completion, Completion, KeyMessage, Session, Stitched, User};
+use super::super::LiveStateError;
+use super::messages::{AbsorbSession, Ingest, RouteSessions};
+use super::{PendingIngest, ShardHost};
+use crate::domain::event::{Event, SequencedEvent};
+use crate::storage::{layout, Cf, Op, StorageError};
+use crate::topology::ShardId;
+
+impl ShardHost {
+    /// Sends the queued events to the commit thread; the next batch waits for this one.
+    fn flush(&mut self, context: &mut Context<Self>) {
+        let mut batch = std::mem::take(&mut self.pending);
+        let ops: Vec<Op> = batch
+            .iter_mut()
+            .flat_map(|pending| std::mem::take(&mut pending.ops))
+            .collect();
+        self.commit_in_flight = true;
+        let write = self.commits.submit(ops);
+        context.spawn(
+            write
+                .into_actor(self)
+                .map(move |result, host, context| host.on_durable(context, batch, result)),
+        );
+    }
+
+    fn on_durable(&mut self, context: &mut Context<Self>, batch: Vec<PendingIngest>, result: Result<(), StorageError>) {
+        let mut replies = Vec::with_capacity(batch.len());
+        let mut sequenced = Vec::new();
+        for pending in batch {
+            for (seq, event) in pending.events {
+                self.ids_in_flight.remove(&event.id);
+                if result.is_ok() {
+                    sequenced.push(self.sequence(seq, event));
+                }
+            }
+            replies.push(pending.reply);
+        }
+        if let Some(last) = sequenced.last() {
+            self.last_applied = last.seq;
+        }
+        let learned = self.feed_learner(sequenced.clone());
+        let (done, applied) = completion();
+        self.route(context, sequenced, done);
+        let error = result.err().map(|error| error.to_string());
+        // Answer once every actor this batch reached has applied it and the learner
+        // took it: a learner that falls behind holds ingest back.
+        context.spawn(
+            async move {
+                let all_applied = applied.await;
+                learned.await;
+                for reply in replies {
+                    let _ = reply.send(match (&error, all_applied) {
+                        (None, true) => Ok(()),
+                        (None, false) => Err(LiveStateError::Unavailable(
+                            "the events are stored, but some live state could not be loaded to apply them; \
+                             they are applied again at the next start"
+                                .into(),
+                        )),
+                        (Some(error), _) => Err(LiveStateError::Storage(StorageError::Commit(format!(
+                            "event log write failed: {error}"
+                        )))),
+                    });
+                }
+            }
+            .into_actor(self),
+        );
+        self.commit_in_flight = false;
+        if !self.pending.is_empty() {
+            self.flush(context);
+        }
+    }
+
+    /// Hands a durable batch to the learner after the batches before it, so that it
+    /// learns the log in order; resolves once the learner took this batch.
+    fn feed_learner(&mut self, events: Vec<Arc<SequencedEvent>>) -> Shared<BoxFuture<'static, ()>> {
+        let previous = self.learner_feed.clone();
+        let accept = self.learner.accept(events);
+        let fed = async move {
+            previous.await;
+            accept.await;
+        }
+        .boxed()
+        .shared();
+        self.learner_feed = fed.clone();
+        fed
+    }
+
+    pub(super) fn sequence(&self, seq: u64, event: Event) -> Arc<SequencedEvent> {
+        let attributes = self.items.affinity_attributes(&event);
+        Arc::new(SequencedEvent {
+            source: self.shard,
+            seq,
+            event,
+            attributes,
+        })
+    }
+
+    /// Hands events, in sequence order, to their user here and their session
+    /// wherever the sid lives.
+    pub(super) fn route(&mut self, context: &mut Context<Self>, events: Vec<Arc<SequencedEvent>>, done: Completion) {
+        let mut users = Grouped::default();
+        let mut local_sessions = Grouped::default();
+        let mut remote_sessions: BTreeMap<ShardId, Grouped> = BTreeMap::new();
+        for sequenced in events {
+            if let Some(uid) = &sequenced.event.uid {
+                users.push(uid, sequenced.clone());
+            }
+            if let Some(sid) = &sequenced.event.sid {
+                match self.router.shard_of(sid) {
+                    shard if shard == self.shard => local_sessions.push(sid, sequenced.clone()),
+                    shard => remote_sessions.entry(shard).or_default().push(sid, sequenced.clone()),
+                }
+            }
+        }
+        for (uid, events) in users.groups {
+            self.deliver::<User>(context, uid, KeyMessage::Apply(events, done.clone()));
+        }
+        for (sid, events) in local_sessions.groups {
+            self.deliver::<Session>(context, sid, KeyMessage::Apply(events, done.clone()));
+        }
+        // Bounded by what is in flight: every message holds `done`, and the batch's
+        // callers (who wait for it) are themselves held back by their hosts' mailboxes.
+        for (shard, sessions) in remote_sessions {
+            self.router
+                .host(shard)
+                .do_send(RouteSessions(sessions.groups, done.clone()));
+        }
+    }
+}
+
+/// Events grouped by key, keys in first-seen order, events in sequence order.
+#[derive(Default)]
+struct Grouped {
+    groups: Vec<(String, Vec<Arc<SequencedEvent>>)>,
+    index: HashMap<String, usize>,
+}
+
+impl Grouped {
+    fn push(&mut self, key: &str, event: Arc<SequencedEvent>) {
+        match self.index.get(key) {
+            Some(&at) => self.groups[at].1.push(event),
+            None => {
+                self.index.insert(key.to_owned(), self.groups.len());
+                self.groups.push((key.to_owned(), vec![event]));
+            }
+        }
+    }
+}
+
+impl Handler<Ingest> for ShardHost {
+    type Result = ResponseFuture<Result<Vec<bool>, LiveStateError>>;
+
+    fn handle(&mut self, Ingest(events): Ingest, context: &mut Context<Self>) -> Self::Result {
+        let id_keys: Vec<Vec<u8>> = events
+            .iter()
+            .map(|event| layout::event_id(self.shard, &event.id))
+            .collect();
+        let stored = match self.storage.multi_get(Cf::Events, &id_keys) {
+            Ok(stored) => stored,
+            Err(error) => return Box::pin(ready(Err(error.into()))),
+        };
+        let mut duplicates = Vec::with_capacity(events.len());
+        let mut accepted = Vec::new();
+        let mut ops = Vec::new();
+        for ((event, stored), id_key) in events.into_iter().zip(stored).zip(id_keys) {
+            let duplicate = stored.is_some() || !self.ids_in_flight.insert(event.id.clone());
+            duplicates.push(duplicate);
+            if duplicate {
+                continue;
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let log_key = layout::event_log(self.shard, seq);
+            if let Some(uid) = &event.uid {
+                ops.push(Op::Put {
+                    cf: Cf::UserEvents,
+                    key: layout::user_event(self.shard, uid, &log_key),
+                    value: event.id.clone().into_bytes(),
+                });
+            }
+            if let Some(sid) = &event.sid {
+                ops.push(Op::Put {
+                    cf: Cf::SessionEvents,
+                    key: layout::session_event(self.router.shard_of(sid), sid, &log_key),
+                    value: event.id.clone().into_bytes(),
+                });
+            }
+            let value = serde_json::to_vec(&event).expect("events serialize");
+            ops.push(Op::Put {
+                cf: Cf::Events,
+                key: id_key,
+                value: log_key.clone(),
+            });
+            ops.push(Op::Put {
+                cf: Cf::Events,
+                key: log_key,
+                value,
+            });
+            accepted.push((seq, event));
+        }
+        if accepted.is_empty() {
+            return Box::pin(ready(Ok(duplicates)));
+        }
+        let (reply, durable) = oneshot::channel();
+        self.pending.push(PendingIngest {
+            events: accepted,
+            ops,
+            reply,
+        });
+        if !self.commit_in_flight {
+            self.flush(context);
+        }
+        Box::pin(async move {
+            durable
+                .await
+                .map_err(|_| LiveStateError::Unavailable("shard host stopped".into()))??;
+            Ok(duplicates)
+        })
+    }
+}
+
+impl Handler<RouteSessions> for ShardHost {
+    type Result = ();
+
+    fn handle(&mut self, RouteSessions(sessions, done): RouteSessions, context: &mut Context<Self>) {
+        for (sid, events) in sessions {
+            self.deliver::<Session>(context, sid, KeyMessage::Apply(events, done.clone()));
+        }
+    }
+}
+
+impl Handler<Stitched> for ShardHost {
+    type Result = ();
+
+    fn handle(&mut self, stitched: Stitched, _: &mut Context<Self>) {
+        let owner = self.router.shard_of(&stitched.uid);
+        self.router.host(owner).do_send(AbsorbSession(stitched));
+    }
+}
+
+impl Handler<AbsorbSession> for ShardHost {
+    type Result = ();
+
+    fn handle(&mut self, AbsorbSession(stitched): AbsorbSession, context: &mut Context<Self>) {
+        let message = KeyMessage::Absorb {
+            sid: stitched.sid,
+            state: stitched.state,
+            done: stitched.done,
+        };
+        self.deliver::<User>(context, stitched.uid, message);
+    }
+}

@@ -1,0 +1,294 @@
+//! The live actors of a shard: started on a key's first message (from the
+//! persisted state, or rebuilt from the event log when that is unreadable),
+//! passivated when idle or when the shard holds too many, and wiped on a user's
+//! deletion. A key's messages wait while its actor stops.
+
+use std::collections::HashMap;
+
+use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, WrapFuture};
+use lru::LruCache;
+use tokio::sync::oneshot;
+
+use super::super::live_actor::{load_state, KeyMessage, LiveActor, LiveKind, Outlets, Session, User};
+use super::ShardHost;
+use crate::domain::event::Event;
+use crate::domain::live_state::{DecayParams, LiveState};
+use crate::storage::{layout, Cf, StorageError};
+use crate::topology::ShardId;
+
+/// A live actor and when it was last used.
+pub(super) struct Live<K: LiveKind> {
+    pub addr: Addr<LiveActor<K>>,
+    pub last_used: i64,
+}
+
+/// The live actors of one kind on this shard.
+pub(super) struct Registry<K: LiveKind> {
+    /// Least recently used first out.
+    pub live: LruCache<String, Live<K>>,
+    /// Keys whose actor is stopping, with the messages that arrived meanwhile.
+    pub stopping: HashMap<String, Vec<KeyMessage>>,
+}
+
+impl<K: LiveKind> Registry<K> {
+    pub fn new() -> Self {
+        Registry {
+            live: LruCache::unbounded(),
+            stopping: HashMap::new(),
+        }
+    }
+}
+
+/// Which registry and settings a kind uses.
+pub(super) trait Hosted: LiveKind + Sized {
+    fn registry(host: &mut ShardHost) -> &mut Registry<Self>;
+    fn params(config: &super::LiveConfig) -> DecayParams;
+    fn idle_ttl_ms(config: &super::LiveConfig) -> i64;
+    /// The index of the key's events in the log: its column family and key prefix.
+    fn events_index(shard: ShardId, key: &str) -> (Cf, Vec<u8>);
+}
+
+impl Hosted for Session {
+    fn registry(host: &mut ShardHost) -> &mut Registry<Self> {
+        &mut host.sessions
+    }
+    fn params(config: &super::LiveConfig) -> DecayParams {
+        config.session
+    }
+    fn idle_ttl_ms(config: &super::LiveConfig) -> i64 {
+        config.session_idle_ttl_ms
+    }
+    fn events_index(shard: ShardId, sid: &str) -> (Cf, Vec<u8>) {
+        (Cf::SessionEvents, layout::session_events_prefix(shard, sid))
+    }
+}
+
+impl Hosted for User {
+    fn registry(host: &mut ShardHost) -> &mut Registry<Self> {
+        &mut host.users
+    }
+    fn params(config: &super::LiveConfig) -> DecayParams {
+        config.user
+    }
+    fn idle_ttl_ms(config: &super::LiveConfig) -> i64 {
+        config.user_idle_ttl_ms
+    }
+    fn events_index(shard: ShardId, uid: &str) -> (Cf, Vec<u8>) {
+        (Cf::UserEvents, layout::user_events_prefix(shard, uid))
+    }
+}
+
+/// Why a live actor is stopped.
+enum StopReason {
+    Passivate,
+    Wipe(oneshot::Sender<Result<LiveState, StorageError>>),
+}
+
+impl ShardHost {
+    /// Gives a message to a key's actor, starting it (from its persisted state)
+    /// when it is not live, or holding the message while the key's actor stops.
+    pub(super) fn deliver<K: Hosted>(&mut self, context: &mut Context<Self>, key: String, message: KeyMessage) {
+        let now = self.clock.now_millis();
+        let registry = K::registry(self);
+        if let Some(held) = registry.stopping.get_mut(&key) {
+            held.push(message);
+            return;
+        }
+        if let KeyMessage::Wipe(reply) = message {
+            match registry.live.pop(&key) {
+                Some(live) => self.stop::<K>(context, key, live.addr, StopReason::Wipe(reply)),
+                None => {
+                    let _ = reply.send(self.wipe_stored::<K>(&key));
+                }
+            }
+            return;
+        }
+        if let Some(live) = registry.live.get_mut(&key) {
+            live.last_used = now;
+            live.addr.do_send(message);
+            return;
+        }
+        let state = match self.load_or_rebuild::<K>(&key) {
+            Ok(state) => state,
+            Err(error) => {
+                tracing::error!(shard = self.shard, kind = K::NAME, %key, %error, "live state unreadable; its message is not applied");
+                self.not_applied(message);
+                return;
+            }
+        };
+        let actor = LiveActor::<K>::new(
+            key.clone(),
+            self.shard,
+            state,
+            self.storage.clone(),
+            K::params(&self.config),
+            self.config.mailbox,
+            Outlets {
+                host: context.address().recipient(),
+                board: self.board.clone(),
+            },
+        );
+        let addr = actor.start();
+        addr.do_send(message);
+        K::registry(self).live.push(key, Live { addr, last_used: now });
+        self.enforce_live_cap(context);
+    }
+
+    /// A message whose key's state could not be loaded: its batch reports the
+    /// failure, and checkpoints stay below its events so that a restart applies them.
+    fn not_applied(&mut self, message: KeyMessage) {
+        match message {
+            KeyMessage::Apply(events, done) => {
+                for event in &events {
+                    let lowest = self.unapplied.entry(event.source).or_insert(event.seq);
+                    *lowest = (*lowest).min(event.seq);
+                }
+                done.fail();
+            }
+            KeyMessage::Absorb { done, .. } => done.fail(),
+            // A dropped read or reply tells its caller the actor is unavailable.
+            _ => {}
+        }
+    }
+
+    /// A key's persisted state (empty when it has none); when that is unreadable
+    /// (corrupt), its state rebuilt from the key's events in the log instead.
+    fn load_or_rebuild<K: Hosted>(&self, key: &str) -> Result<LiveState, StorageError> {
+        match load_state::<K>(&self.storage, self.shard, key) {
+            Ok(state) => Ok(state.unwrap_or_default()),
+            Err(error @ StorageError::Corrupt { .. }) => {
+                tracing::error!(shard = self.shard, kind = K::NAME, %key, %error, "live state unreadable; rebuilding it from the event log");
+                let state = self.rebuild_from_log::<K>(key)?;
+                let value = postcard::to_allocvec(&state).expect("live state serializes");
+                if let Err(error) = self
+                    .storage
+                    .put_unlogged(Cf::State, &K::state_key(self.shard, key), &value)
+                {
+                    tracing::warn!(shard = self.shard, kind = K::NAME, %key, %error, "storing the rebuilt live state failed; it is rebuilt again next time");
+                }
+                Ok(state)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// A key's live state from its events in the log (through the key's event index),
+    /// in the order they were received. What a user absorbed from anonymous sessions
+    /// before they were stitched is not in the user's index and is not rebuilt.
+    pub(super) fn rebuild_from_log<K: Hosted>(&self, key: &str) -> Result<LiveState, StorageError> {
+        let (cf, prefix) = K::events_index(self.shard, key);
+        let mut events = Vec::new();
+        for entry in self.storage.scan_prefix(cf, &prefix) {
+            let (index_key, _) = entry?;
+            let log_key = &index_key[prefix.len()..];
+            let (Some(source), Some(seq)) = (log_key_shard(log_key), layout::event_log_seq(log_key)) else {
+                continue;
+            };
+            // A deleted user's events are gone from the log; their index entries may linger.
+            let Some(bytes) = self.storage.get(Cf::Events, log_key)? else {
+                continue;
+            };
+            let event: Event = serde_json::from_slice(&bytes).map_err(|error| StorageError::Corrupt {
+                key: format!("event {seq} of shard {source}"),
+                reason: error.to_string(),
+            })?;
+            events.push((source, seq, event));
+        }
+        events.sort_by_key(|(source, seq, event)| (event.ingest_timestamp, *source, *seq));
+        let params = K::params(&self.config);
+        let mut state = LiveState::default();
+        for (source, seq, event) in events {
+            let attributes = self.items.affinity_attributes(&event);
+            state.apply(source, seq, &event, &attributes, params);
+            K::after_apply(&mut state, &event);
+        }
+        Ok(state)
+    }
+
+    fn wipe_stored<K: Hosted>(&self, key: &str) -> Result<LiveState, StorageError> {
+        let state = match load_state::<K>(&self.storage, self.shard, key) {
+            Ok(state) => state.unwrap_or_default(),
+            // Unreadable state is deleted all the same.
+            Err(StorageError::Corrupt { .. }) => LiveState::default(),
+            Err(error) => return Err(error),
+        };
+        self.storage.delete(Cf::State, &K::state_key(self.shard, key))?;
+        Ok(state)
+    }
+
+    /// Stops a key's actor (passivation or wipe); its key's messages wait meanwhile.
+    /// An actor that could not persist (or delete) its state stays live.
+    fn stop<K: Hosted>(
+        &mut self,
+        context: &mut Context<Self>,
+        key: String,
+        addr: Addr<LiveActor<K>>,
+        reason: StopReason,
+    ) {
+        K::registry(self).stopping.insert(key.clone(), Vec::new());
+        let stopped: futures::future::BoxFuture<'static, bool> = match reason {
+            StopReason::Passivate => {
+                let (reply, persisted) = oneshot::channel();
+                addr.do_send(KeyMessage::Passivate(reply));
+                Box::pin(async move { matches!(persisted.await, Ok(Ok(()))) })
+            }
+            StopReason::Wipe(caller) => {
+                let (reply, wiped) = oneshot::channel();
+                addr.do_send(KeyMessage::Wipe(reply));
+                Box::pin(async move {
+                    let result = wiped.await.unwrap_or(Err(StorageError::Closed));
+                    let stopped = result.is_ok();
+                    let _ = caller.send(result);
+                    stopped
+                })
+            }
+        };
+        context.spawn(stopped.into_actor(self).map(move |stopped, host, context| {
+            let held = K::registry(host).stopping.remove(&key).unwrap_or_default();
+            if !stopped {
+                let last_used = host.clock.now_millis();
+                K::registry(host).live.push(key.clone(), Live { addr, last_used });
+            }
+            for message in held {
+                host.deliver::<K>(context, key.clone(), message);
+            }
+        }));
+    }
+
+    /// Passivates least recently used actors while the shard holds too many.
+    fn enforce_live_cap(&mut self, context: &mut Context<Self>) {
+        while self.sessions.live.len() + self.users.live.len() > self.config.max_live_actors {
+            let oldest_session = self.sessions.live.peek_lru().map(|(_, live)| live.last_used);
+            let oldest_user = self.users.live.peek_lru().map(|(_, live)| live.last_used);
+            match (oldest_session, oldest_user) {
+                (Some(session), Some(user)) if session <= user => self.passivate_lru::<Session>(context),
+                (Some(_), None) => self.passivate_lru::<Session>(context),
+                (_, Some(_)) => self.passivate_lru::<User>(context),
+                (None, None) => break,
+            }
+        }
+    }
+
+    fn passivate_lru<K: Hosted>(&mut self, context: &mut Context<Self>) {
+        if let Some((key, live)) = K::registry(self).live.pop_lru() {
+            self.stop::<K>(context, key, live.addr, StopReason::Passivate);
+        }
+    }
+
+    /// Passivates actors idle longer than their TTL.
+    pub(super) fn passivate_idle<K: Hosted>(&mut self, context: &mut Context<Self>) {
+        let cutoff = self.clock.now_millis() - K::idle_ttl_ms(&self.config);
+        while K::registry(self)
+            .live
+            .peek_lru()
+            .is_some_and(|(_, live)| live.last_used <= cutoff)
+        {
+            self.passivate_lru::<K>(context);
+        }
+    }
+}
+
+/// The shard of an event log key (`[shard]0x00[seq]`).
+fn log_key_shard(log_key: &[u8]) -> Option<ShardId> {
+    Some(ShardId::from_be_bytes(log_key.get(..2)?.try_into().ok()?))
+}

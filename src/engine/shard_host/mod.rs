@@ -1,0 +1,164 @@
+//! `ShardHost`: the actor owning one shard's live state and event log.
+//!
+//! Ingest (`ingest.rs`): events get the shard's next log sequence numbers and are
+//! queued; while one group commit is in flight, newer events wait and go together
+//! in the next one. Once durable, they are applied in sequence order: to the
+//! `UserActor` of their uid here, and to the `SessionActor` of their sid on the
+//! sid's shard (here or via that shard's host); and handed to the learner. The
+//! caller is answered only then, so a snapshot read after the answer, which travels
+//! the same mailboxes, sees the event.
+//!
+//! Live actors (`live.rs`): the host starts a live actor on a key's first message
+//! (from its persisted state, or rebuilt from the log when that is unreadable),
+//! passivates it after an idle TTL or when the shard holds more live actors than
+//! allowed (least recently used first), and holds a key's messages back while it
+//! passivates, so that the next actor for the key restores the state its
+//! predecessor persisted.
+//!
+//! The public state API (`state.rs`: reads and wipes) and recovery (`recovery.rs`:
+//! replay after a crash, two-phase checkpoints) answer the engine; the messages
+//! are in `messages.rs`.
+
+mod ingest;
+mod live;
+mod messages;
+mod recovery;
+mod router;
+mod state;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::{Actor, AsyncContext, Context};
+use futures::future::{BoxFuture, FutureExt, Shared};
+use tokio::sync::oneshot;
+
+use super::catalog::ItemReader;
+use super::live_actor::{Session, User};
+use super::signal_board::SignalBoard;
+use super::LiveStateError;
+use crate::clock::SharedClock;
+use crate::domain::event::{DurableEventSink, Event};
+use crate::domain::live_state::DecayParams;
+use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
+use crate::topology::ShardId;
+use live::Registry;
+pub use messages::{CheckpointMark, CheckpointPersist, Ingest, Projection, ReadState, Replay, Wipe};
+
+pub use router::HostRouter;
+
+/// Settings of live state, from `[engine]`.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveConfig {
+    pub session: DecayParams,
+    pub user: DecayParams,
+    pub session_idle_ttl_ms: i64,
+    pub user_idle_ttl_ms: i64,
+    /// Live actors (sessions + users) a shard may hold.
+    pub max_live_actors: usize,
+    /// Mailbox capacity of hosts and live actors.
+    pub mailbox: usize,
+}
+
+/// What every shard's host shares with the others and with the engine.
+#[derive(Clone)]
+pub struct HostHandles {
+    pub storage: Storage,
+    pub commits: CommitQueue,
+    pub items: Arc<ItemReader>,
+    pub router: Arc<HostRouter>,
+    /// The learner, fed every event once it is durable.
+    pub learner: Arc<dyn DurableEventSink>,
+    /// Where live actors publish their ranking signals.
+    pub board: Arc<SignalBoard>,
+    pub clock: SharedClock,
+}
+
+/// Events waiting for their group commit, and who waits for them.
+struct PendingIngest {
+    events: Vec<(u64, Event)>,
+    ops: Vec<Op>,
+    reply: oneshot::Sender<Result<(), LiveStateError>>,
+}
+
+pub struct ShardHost {
+    shard: ShardId,
+    storage: Storage,
+    commits: CommitQueue,
+    items: Arc<ItemReader>,
+    router: Arc<HostRouter>,
+    /// Learns every event once it is durable.
+    learner: Arc<dyn DurableEventSink>,
+    board: Arc<SignalBoard>,
+    clock: SharedClock,
+    config: LiveConfig,
+    /// The sequence number the next accepted event gets.
+    next_seq: u64,
+    /// Every event at or below this sequence has been applied.
+    last_applied: u64,
+    /// Accepted events waiting for the commit in flight to finish.
+    pending: Vec<PendingIngest>,
+    commit_in_flight: bool,
+    /// Ids accepted but not yet durable, so a quick retry is recognised too.
+    ids_in_flight: HashSet<String>,
+    sessions: Registry<Session>,
+    users: Registry<User>,
+    /// Per source shard, the lowest sequence of an event whose live state could not
+    /// be loaded to apply it: checkpoints stay below it, so a restart replays it.
+    unapplied: BTreeMap<ShardId, u64>,
+    /// The last batch handed to the learner; the next one goes after it.
+    learner_feed: Shared<BoxFuture<'static, ()>>,
+}
+
+impl ShardHost {
+    pub fn new(shard: ShardId, handles: HostHandles, config: LiveConfig) -> Result<ShardHost, StorageError> {
+        let HostHandles {
+            storage,
+            commits,
+            items,
+            router,
+            learner,
+            board,
+            clock,
+        } = handles;
+        let next_seq = match storage.last_with_prefix(Cf::Events, &layout::event_log_prefix(shard))? {
+            Some((key, _)) => layout::event_log_seq(&key).map_or(1, |seq| seq + 1),
+            None => 1,
+        };
+        Ok(ShardHost {
+            shard,
+            storage,
+            commits,
+            items,
+            router,
+            learner,
+            board,
+            clock,
+            config,
+            next_seq,
+            last_applied: 0,
+            pending: Vec::new(),
+            commit_in_flight: false,
+            ids_in_flight: HashSet::new(),
+            sessions: Registry::new(),
+            users: Registry::new(),
+            unapplied: BTreeMap::new(),
+            learner_feed: futures::future::ready(()).boxed().shared(),
+        })
+    }
+}
+
+impl Actor for ShardHost {
+    type Context = Context<Self>;
+
+    fn started(&mut self, context: &mut Self::Context) {
+        context.set_mailbox_capacity(self.config.mailbox);
+        let shortest_ttl = self.config.session_idle_ttl_ms.min(self.config.user_idle_ttl_ms);
+        let tick = Duration::from_millis((shortest_ttl / 4).clamp(20, 1000) as u64);
+        context.run_interval(tick, |host, context| {
+            host.passivate_idle::<Session>(context);
+            host.passivate_idle::<User>(context);
+        });
+    }
+}

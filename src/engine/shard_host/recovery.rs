@@ -1,0 +1,115 @@
+//! Recovery: replay of the log after the checkpoint (after a crash: events that
+//! were acknowledged but whose effect was not yet in a persisted snapshot), and the
+//! two phases of a checkpoint.
+
+use std::collections::BTreeMap;
+
+use actix::{Context, Handler, MessageResult, ResponseFuture};
+use futures::future::join_all;
+use tokio::sync::oneshot;
+
+use super::super::live_actor::{completion, KeyMessage};
+use super::super::LiveStateError;
+use super::messages::{CheckpointMark, CheckpointPersist, Replay};
+use super::ShardHost;
+use crate::domain::event::Event;
+use crate::storage::{layout, Cf, Storage, StorageError};
+use crate::topology::ShardId;
+
+/// Events replayed per routing round.
+const REPLAY_CHUNK: usize = 1024;
+
+impl ShardHost {
+    fn replay(&mut self, context: &mut Context<Self>) -> Result<u64, LiveStateError> {
+        let checkpoint = read_checkpoint(&self.storage, self.shard)?;
+        let prefix = layout::event_log_prefix(self.shard);
+        let start = layout::event_log(self.shard, checkpoint + 1);
+        let mut replayed = 0;
+        let mut chunk = Vec::new();
+        let storage = self.storage.clone();
+        for entry in storage.scan_from(Cf::Events, &start, &prefix) {
+            let (key, value) = entry?;
+            let Some(seq) = layout::event_log_seq(&key) else {
+                continue;
+            };
+            let event: Event = serde_json::from_slice(&value).map_err(|error| StorageError::Corrupt {
+                key: format!("event {seq} of shard {}", self.shard),
+                reason: error.to_string(),
+            })?;
+            chunk.push(self.sequence(seq, event));
+            self.last_applied = seq;
+            replayed += 1;
+            if chunk.len() == REPLAY_CHUNK {
+                self.route(context, std::mem::take(&mut chunk), completion().0);
+            }
+        }
+        self.route(context, chunk, completion().0);
+        self.last_applied = self.last_applied.max(checkpoint).max(self.next_seq - 1);
+        Ok(replayed)
+    }
+}
+
+/// The checkpoint of a shard: every event at or below it is in persisted snapshots.
+pub fn read_checkpoint(storage: &Storage, shard: ShardId) -> Result<u64, StorageError> {
+    Ok(storage
+        .get(Cf::State, &layout::checkpoint(shard))?
+        .and_then(|bytes| bytes.try_into().ok().map(u64::from_be_bytes))
+        .unwrap_or(0))
+}
+
+impl Handler<Replay> for ShardHost {
+    type Result = Result<u64, LiveStateError>;
+
+    fn handle(&mut self, _: Replay, context: &mut Context<Self>) -> Self::Result {
+        self.replay(context)
+    }
+}
+
+impl Handler<CheckpointMark> for ShardHost {
+    type Result = MessageResult<CheckpointMark>;
+
+    fn handle(&mut self, _: CheckpointMark, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.last_applied)
+    }
+}
+
+impl Handler<CheckpointPersist> for ShardHost {
+    type Result = ResponseFuture<Result<BTreeMap<ShardId, u64>, LiveStateError>>;
+
+    fn handle(&mut self, _: CheckpointPersist, _: &mut Context<Self>) -> Self::Result {
+        let mut persisted = Vec::new();
+        let live = self.sessions.live.iter().map(|(_, live)| live.addr.clone().recipient());
+        let live = live.chain(self.users.live.iter().map(|(_, live)| live.addr.clone().recipient()));
+        for actor in live.collect::<Vec<actix::Recipient<KeyMessage>>>() {
+            let (reply, done) = oneshot::channel();
+            actor.do_send(KeyMessage::Persist(reply));
+            persisted.push(done);
+        }
+        let mut held_back = self.unapplied.clone();
+        let held = self
+            .sessions
+            .stopping
+            .values()
+            .chain(self.users.stopping.values())
+            .flatten();
+        for message in held {
+            if let KeyMessage::Apply(events, _) = message {
+                for event in events {
+                    let lowest = held_back.entry(event.source).or_insert(event.seq);
+                    *lowest = (*lowest).min(event.seq);
+                }
+            }
+        }
+        Box::pin(async move {
+            for outcome in join_all(persisted).await {
+                match outcome {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => return Err(error.into()),
+                    // An actor that stopped meanwhile persisted as it passivated.
+                    Err(_) => {}
+                }
+            }
+            Ok(held_back)
+        })
+    }
+}

@@ -1,0 +1,206 @@
+//! The engine against a real RocksDB in a temp dir whose reads and writes fail on
+//! demand: a failed persist, wipe or read reaches the caller, and an unreadable
+//! snapshot is rebuilt from the event log.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::clock::SystemClock;
+use crate::config::{Config, Durability};
+use crate::domain::event::decode_v1;
+use crate::topology::SINGLE_TOML;
+use crate::training::Training;
+
+struct TestEngine {
+    engine: Engine,
+    storage: Storage,
+    training: Arc<Training>,
+}
+
+fn start(dir: &std::path::Path, storage: Option<Storage>) -> TestEngine {
+    let config = Config::load(None).unwrap();
+    let storage = storage.unwrap_or_else(|| Storage::open(dir, Durability::Sync).unwrap());
+    let topology = Topology::parse(SINGLE_TOML).unwrap();
+    let training = Training::start(storage.clone(), topology.shards, config.training.clone()).unwrap();
+    let engine = Engine::start(
+        storage.clone(),
+        topology,
+        Arc::new(SystemClock),
+        &config.engine,
+        training.clone(),
+    )
+    .unwrap();
+    TestEngine {
+        engine,
+        storage,
+        training,
+    }
+}
+
+impl TestEngine {
+    fn stop(self) -> Storage {
+        self.engine.stop();
+        self.training.stop();
+        self.storage
+    }
+}
+
+/// A click received `at` ms after a fixed time (events received in order).
+fn click_at(at: i64, id: &str, sid: &str, uid: Option<&str>, item: &str) -> Event {
+    let now = 1_700_000_000_000 + at;
+    let body = json!({"id": id, "type": "click", "click_type": "tap", "sid": sid, "uid": uid, "item_id": item,
+                      "original_timestamp": crate::time::format_rfc3339(now)});
+    decode_v1(body, now, || unreachable!("the id is given")).unwrap()
+}
+
+fn click(id: &str, sid: &str, uid: Option<&str>, item: &str) -> Event {
+    click_at(0, id, sid, uid, item)
+}
+
+fn checkpoint_mark(storage: &Storage) -> Vec<Option<Vec<u8>>> {
+    (0..8)
+        .map(|shard| storage.get(Cf::State, &layout::checkpoint(shard)).unwrap())
+        .collect()
+}
+
+#[actix_rt::test]
+async fn a_checkpoint_that_cannot_persist_fails_and_keeps_the_replay_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), None);
+    let accepted = node.engine.ingest(vec![click("e1", "s1", None, "a")]).await;
+    assert!(accepted[0].is_ok(), "{accepted:?}");
+    node.engine.checkpoint().await.unwrap();
+    let before = checkpoint_mark(&node.storage);
+
+    node.engine.ingest(vec![click("e2", "s1", None, "b")]).await[0]
+        .as_ref()
+        .unwrap();
+    // Only the session's snapshot fails: the checkpoint marks themselves could be written.
+    let shard = Topology::parse(SINGLE_TOML).unwrap().shard_for(b"s1");
+    node.storage
+        .faults()
+        .fail_key_writes(Cf::State, &layout::session_state(shard, "s1"));
+    let failed = node.engine.checkpoint().await;
+    assert!(matches!(failed, Err(LiveStateError::Storage(_))), "{failed:?}");
+    assert_eq!(checkpoint_mark(&node.storage), before, "no replay point moved");
+
+    node.storage.faults().clear_key_writes();
+    node.engine.checkpoint().await.unwrap();
+    assert_ne!(checkpoint_mark(&node.storage), before, "the retry moves it");
+    node.stop();
+}
+
+#[actix_rt::test]
+async fn a_user_delete_that_cannot_wipe_live_state_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), None);
+    node.engine.ingest(vec![click("e1", "s1", Some("u1"), "a")]).await[0]
+        .as_ref()
+        .unwrap();
+    let shard = Topology::parse(SINGLE_TOML).unwrap().shard_for(b"u1");
+    node.storage
+        .faults()
+        .fail_key_writes(Cf::State, &layout::user_state(shard, "u1"));
+    let failed = node.engine.delete_user("u1").await;
+    assert!(
+        matches!(failed, Err(DeleteUserError::LiveState(LiveStateError::Storage(_)))),
+        "{failed:?}"
+    );
+    let user = node.engine.read_state(LiveStateId::User("u1".into())).await.unwrap();
+    assert!(user.is_some(), "the state is still there, and the caller was told");
+
+    node.storage.faults().clear_key_writes();
+    node.engine.delete_user("u1").await.unwrap();
+    for key in [LiveStateId::User("u1".into()), LiveStateId::Session("s1".into())] {
+        assert!(node.engine.read_state(key).await.unwrap().is_none(), "wiped on retry");
+    }
+    node.stop();
+}
+
+#[actix_rt::test]
+async fn an_unreadable_snapshot_is_rebuilt_from_the_event_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), None);
+    let events = vec![
+        click_at(1, "e1", "s1", None, "a"),
+        click_at(2, "e2", "s1", Some("u1"), "b"),
+        click_at(3, "e3", "s1", Some("u1"), "c"),
+    ];
+    for event in events {
+        node.engine.ingest(vec![event]).await[0].as_ref().unwrap();
+    }
+    node.engine.checkpoint().await.unwrap();
+    let (before, _) = node
+        .engine
+        .read_state(LiveStateId::Session("s1".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    let storage = node.stop();
+    let shard = Topology::parse(SINGLE_TOML).unwrap().shard_for(b"s1");
+    storage
+        .put_unlogged(
+            Cf::State,
+            &layout::session_state(shard, "s1"),
+            b"\xff\xfenot a snapshot",
+        )
+        .unwrap();
+
+    let node = start(dir.path(), Some(storage));
+    node.engine.recover().await.unwrap();
+    let (after, live) = node
+        .engine
+        .read_state(LiveStateId::Session("s1".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!live);
+    assert_eq!(after.event_count, 3, "{after:?}");
+    assert_eq!(after.recent, before.recent);
+    assert_eq!(after.uid.as_deref(), Some("u1"));
+    // An event for the session starts its actor from the rebuilt state.
+    node.engine.ingest(vec![click_at(4, "e4", "s1", None, "d")]).await[0]
+        .as_ref()
+        .unwrap();
+    let (live_state, live) = node
+        .engine
+        .read_state(LiveStateId::Session("s1".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(live);
+    assert_eq!(live_state.event_count, 4);
+    node.stop();
+}
+
+#[actix_rt::test]
+async fn read_errors_are_errors_not_absence() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), None);
+    node.storage.faults().fail_reads(Cf::State, true);
+    assert!(
+        node.engine.stream_offset(0, "events").is_err(),
+        "an unreadable offset is not 'no offset'"
+    );
+    let read = node.engine.read_state(LiveStateId::Session("nobody".into())).await;
+    assert!(matches!(read, Err(LiveStateError::Storage(_))), "{read:?}");
+    node.storage.faults().fail_reads(Cf::State, false);
+    assert_eq!(node.engine.stream_offset(0, "events").unwrap(), None);
+
+    let stored = node
+        .engine
+        .upsert_rows(RowKind::Item, vec![json!({"id": "p0", "name": "boat"})])
+        .await;
+    assert!(stored[0].is_ok(), "{stored:?}");
+    node.storage.faults().fail_reads(Cf::Items, true);
+    assert!(
+        node.engine.items().find("p1", None).is_err(),
+        "an unreadable item is not an unknown one"
+    );
+    assert!(node.engine.items().features("p1").is_err());
+    node.storage.faults().fail_reads(Cf::Items, false);
+    assert_eq!(node.engine.items().find("p1", None).unwrap(), None);
+    node.stop();
+}

@@ -1,0 +1,68 @@
+//! Administration: API keys (stored hashed; the secret is shown once), the node's
+//! statistics, and rebuilding the models from the event log.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::{ServiceError, Services};
+pub use crate::api_keys::{ApiKey, AuthFailure, NewKey};
+use crate::training::RetrainReport;
+
+impl Services {
+    /// Creates a key; answers it with its secret (shown only here).
+    pub async fn create_key(&self, new: NewKey) -> Result<(Arc<ApiKey>, String), ServiceError> {
+        let keys = self.keys.clone();
+        Ok(blocking(move || keys.create(new)).await??)
+    }
+
+    /// Every key, without secrets.
+    pub fn list_keys(&self) -> Vec<Arc<ApiKey>> {
+        self.keys.list()
+    }
+
+    /// Revokes a key; `NotFound` when there is no such key.
+    pub async fn revoke_key(&self, id: &str) -> Result<(), ServiceError> {
+        let (keys, owned) = (self.keys.clone(), id.to_owned());
+        if !blocking(move || keys.revoke(&owned)).await?? {
+            return Err(ServiceError::NotFound(format!("API key {id:?}")));
+        }
+        Ok(())
+    }
+
+    /// The key a secret belongs to, if it is valid now.
+    pub fn authenticate(&self, secret: &str) -> Result<Arc<ApiKey>, AuthFailure> {
+        self.keys.authenticate(secret)
+    }
+
+    /// The node's counters: Kafka, models, live-state reads, chat.
+    pub fn stats(&self) -> Value {
+        let stream = self.stream_stats.as_ref().map(|stats| stats.to_json());
+        let trained = self.training.latest();
+        let models = json!({
+            "events_learned": trained.events,
+            "items": trained.items.len(),
+            "ltr_examples": trained.ltr.examples(),
+            "ltr_trained": trained.ltr.weights().is_some(),
+        });
+        let ranking = json!({
+            "state_read_deadline_ms": self.ranking.state_deadline_ms,
+            "state_read_timeouts": self.ranking.state_timeouts.load(Ordering::Relaxed),
+            "state_read_errors": self.ranking.state_errors.load(Ordering::Relaxed),
+        });
+        json!({ "kafka": stream, "models": models, "ranking": ranking, "chat": self.chat.stats_json() })
+    }
+
+    /// Rebuilds the models from the whole event log and answers when done.
+    pub async fn retrain(&self) -> Result<RetrainReport, ServiceError> {
+        Ok(self.training.retrain().await?)
+    }
+}
+
+/// Runs a key write (an fsync) off the async workers.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, ServiceError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| ServiceError::Internal(error.to_string()))
+}

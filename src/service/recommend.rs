@@ -1,0 +1,169 @@
+//! Recommend: rank a caller's candidates with a named model, from the session's
+//! and user's live state, and record what was shown under a new `rec_id`. Also the
+//! parts every ranking use case shares: the rank context (live signals read under
+//! a deadline, the profile embedding), the candidates' catalog features, and the
+//! record of a ranking.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::{ServiceError, Services};
+use crate::domain::{ItemFeatures, LiveStateId, Signals};
+use crate::ranking::{rank, Candidate, RankContext, Ranked, ShownRecord};
+
+/// Recent items whose embeddings make the profile vector.
+const PROFILE_ITEMS: usize = 10;
+
+/// Most candidates in one request (DESIGN.md §7).
+pub const MAX_CANDIDATES: usize = 10_000;
+
+/// A recommend request, valid by the SPEC's rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecommendRequest {
+    pub model_id: String,
+    pub candidates: Vec<Candidate>,
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    /// Request features (region, device, ...).
+    pub context: Map<String, Value>,
+    pub limit: Option<usize>,
+}
+
+/// The ranked candidates and the id their ranking is recorded under.
+#[derive(Debug)]
+pub struct Recommendation {
+    pub rec_id: String,
+    pub items: Vec<Ranked>,
+}
+
+impl Services {
+    /// Ranks the request's candidates, best first, and records the ranking.
+    pub async fn recommend(&self, request: RecommendRequest) -> Result<Recommendation, ServiceError> {
+        let model = self.model(&request.model_id)?;
+        let mut candidates = request.candidates;
+        self.attach_features(&mut candidates)?;
+        let context = self
+            .rank_context(request.user_id, request.session_id, request.context)
+            .await;
+        let items = rank(model.as_ref(), &context, &candidates, request.limit)?;
+        let rec_id = new_rec_id();
+        self.record_shown(&rec_id, &request.model_id, &context, &items);
+        Ok(Recommendation { rec_id, items })
+    }
+
+    /// What the models rank with: the session's and user's live signals (as their
+    /// actors published them, or read from their hosts under the configured deadline
+    /// when no actor is live; past the deadline, ranking goes on without them and the
+    /// miss is counted), and the profile embedding of their recent items.
+    pub async fn rank_context(
+        &self,
+        user_id: Option<String>,
+        session_id: Option<String>,
+        context: Map<String, Value>,
+    ) -> RankContext {
+        let now = self.engine.now_millis();
+        let read = |key: Option<LiveStateId>| async move {
+            let key = key?;
+            let deadline = Duration::from_millis(self.ranking.state_deadline_ms);
+            match tokio::time::timeout(deadline, self.engine.signals(key.clone())).await {
+                Ok(Ok(signals)) => signals,
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, key = key.id(), "live state unreadable; ranking without it");
+                    self.ranking.state_errors.fetch_add(1, Ordering::Relaxed);
+                    None
+                }
+                Err(_) => {
+                    self.ranking.state_timeouts.fetch_add(1, Ordering::Relaxed);
+                    None
+                }
+            }
+        };
+        let (session, user) = futures::join!(
+            read(session_id.clone().map(LiveStateId::Session)),
+            read(user_id.clone().map(LiveStateId::User))
+        );
+        let profile_embedding = self.profile_embedding(session.as_deref().or(user.as_deref()));
+        RankContext {
+            user_id,
+            session_id,
+            context,
+            now,
+            session,
+            user,
+            profile_embedding,
+        }
+    }
+
+    /// The mean embedding of the latest visited items that carry one.
+    fn profile_embedding(&self, signals: Option<&Signals>) -> Option<Vec<f32>> {
+        let mut sum: Option<Vec<f32>> = None;
+        let mut count = 0;
+        for id in signals?.recent.iter().rev().take(PROFILE_ITEMS) {
+            let features = match self.engine.items().features(id) {
+                Ok(Some(features)) => features,
+                Ok(None) => continue,
+                Err(error) => {
+                    tracing::warn!(%error, item = %id, "item unreadable; the profile embedding goes without it");
+                    continue;
+                }
+            };
+            let Some(embedding) = &features.embedding else { continue };
+            let total = sum.get_or_insert_with(|| vec![0.0; embedding.len()]);
+            if total.len() == embedding.len() {
+                total.iter_mut().zip(embedding).for_each(|(t, e)| *t += e);
+                count += 1;
+            }
+        }
+        sum.map(|total| total.into_iter().map(|t| t / count as f32).collect())
+    }
+
+    /// Each candidate's catalog features; request attributes that name a field of the
+    /// item's table override the stored value for this request, others are ignored.
+    pub fn attach_features(&self, candidates: &mut [Candidate]) -> Result<(), ServiceError> {
+        let items = self.engine.items();
+        for candidate in candidates {
+            candidate.features = if candidate.attributes.is_empty() {
+                items.features(&candidate.id)?
+            } else {
+                items.find(&candidate.id, None)?.map(|mut row| {
+                    let table = row.get("_table").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    for (name, value) in &candidate.attributes {
+                        if items.has_field(&table, name) {
+                            row.insert(name.clone(), value.clone());
+                        }
+                    }
+                    Arc::new(ItemFeatures::from_row(&row))
+                })
+            };
+        }
+        Ok(())
+    }
+
+    /// Stores what a learned model showed under `rec_id`, so later events carrying the
+    /// `rec_id` become training examples. Mock models have nothing to learn from.
+    pub fn record_shown(&self, rec_id: &str, model_id: &str, context: &RankContext, ranked: &[Ranked]) {
+        let shown: Vec<_> = ranked
+            .iter()
+            .filter_map(|item| Some((item.id.as_str(), item.features?)))
+            .collect();
+        if shown.is_empty() {
+            return;
+        }
+        let record = ShownRecord {
+            at: context.now,
+            uid: context.user_id.as_deref(),
+            sid: context.session_id.as_deref(),
+            model: model_id,
+            shown,
+        };
+        self.training.record(rec_id, &record);
+    }
+}
+
+/// A new `rec_id`: a UUIDv7, so ids sort by time.
+pub fn new_rec_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}

@@ -1,0 +1,478 @@
+//! Search: BM25 with typo tolerance over the catalog, blended with the
+//! session's and user's live state and the request's embedded events.
+//!
+//! The pipeline ([`Services::search`], shared with chat): the best text matches
+//! (a pool of max(4 × limit, `search.candidate_pool`)) → the ranking features of
+//! each (co-visitation with the session's items, affinity to their attributes,
+//! popularity, embedding, availability; `ranking::feature_vectors`) → score =
+//! `text_weight` × BM25 / best BM25 + the weighted features (+ the cosine to a
+//! query vector when there is one) → the rows as stored now, soft-deleted ones
+//! dropped.
+//!
+//! Rerank ([`Services::rerank`]) re-orders the caller's
+//! `item_ids` for a query. Each id's score = `rerank_text_weight` × its text score
+//! for the query (scaled by the best) + `rerank_model_weight` × the named model's
+//! score with the session's and user's live state, the embedded events and
+//! `search_context` (scaled to [0, 1] over the ids) + `rerank_retrieval_weight` ×
+//! the caller's retrieval metadata (the mean of retrieval_score scaled to [0, 1] and
+//! 1/(1 + rank), of those given). Ids the catalog does not know are kept and
+//! ranked by their retrieval metadata alone.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::embedded_events::EmbeddedEvent;
+use super::{ServiceError, Services};
+use crate::config::SearchConfig;
+use crate::embed::Lane;
+use crate::ranking::{feature_vectors, Candidate, Feature, FeatureVector, FEATURES};
+use crate::search::TextHit;
+
+/// `limit` when the request has none (SPEC "Limits").
+pub const DEFAULT_LIMIT: usize = 50;
+/// Largest `limit` of a search (DESIGN.md §7).
+pub const MAX_LIMIT: usize = 1_000;
+/// The model a rerank uses when the request names none.
+pub const DEFAULT_RERANK_MODEL: &str = "default";
+
+/// A search as the pipeline takes it (from `POST /v1/search` or a chat turn).
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub query: String,
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    /// Request-embedded events: this request's signals only.
+    pub events: Vec<EmbeddedEvent>,
+    pub limit: usize,
+}
+
+/// One result: the item as stored when the search ran, and its final score.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub id: String,
+    /// The table the item was found in (read by chat).
+    #[allow(dead_code)]
+    pub table: String,
+    pub score: f32,
+    pub row: Map<String, Value>,
+}
+
+/// A rerank request, valid by the SPEC's rules.
+#[derive(Debug, Clone)]
+pub struct RerankRequest {
+    pub query: String,
+    /// Non-empty, each once, in the caller's order.
+    pub ids: Vec<String>,
+    pub model_id: String,
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    pub search_context: Map<String, Value>,
+    /// What the caller's retrieval said about the ids.
+    pub retrieval: HashMap<String, Retrieval>,
+    pub events: Vec<EmbeddedEvent>,
+    pub limit: usize,
+}
+
+/// What the caller's retrieval said about one id.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Retrieval {
+    pub score: Option<f64>,
+    pub rank: Option<f64>,
+}
+
+/// One reranked id and its score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reranked {
+    pub id: String,
+    pub score: f32,
+}
+
+impl Services {
+    /// The search pipeline (see the module documentation), best first, at most
+    /// `request.limit` items, none soft-deleted.
+    pub async fn search(&self, request: &SearchRequest) -> Result<Vec<Found>, ServiceError> {
+        if request.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let config = self.search.config();
+        let pool = (request.limit * 4).max(config.candidate_pool);
+        let hits = self.text_search(&request.query, pool).await?;
+        if hits.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut context = self
+            .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
+            .await;
+        self.apply_embedded_events(&mut context, &request.events);
+        let items = self.engine.items();
+        let candidates = hits
+            .iter()
+            .map(|hit| {
+                Ok(Candidate {
+                    id: hit.id.clone(),
+                    attributes: Map::new(),
+                    features: items.features(&hit.id)?,
+                })
+            })
+            .collect::<Result<Vec<Candidate>, ServiceError>>()?;
+        let vectors = {
+            let snapshots = self.training.snapshots();
+            feature_vectors(
+                &snapshots.latest(),
+                snapshots.segment_field(),
+                &context,
+                &candidates,
+                &[true; FEATURES],
+            )
+        };
+        let query_vector = self.query_vector(&request.query, &candidates).await;
+        let scores = blend(config, &hits, &candidates, &vectors, query_vector.as_deref());
+        let mut order: Vec<usize> = (0..hits.len()).collect();
+        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        let mut found = Vec::with_capacity(request.limit);
+        for index in order {
+            let hit = &hits[index];
+            // The index may lag a delete by one commit: the stored row decides.
+            let Some(row) = items.find(&hit.id, Some(&hit.table))? else {
+                continue;
+            };
+            if row.get("is_deleted") == Some(&Value::Bool(true)) {
+                continue;
+            }
+            found.push(Found {
+                id: hit.id.clone(),
+                table: hit.table.clone(),
+                score: scores[index],
+                row,
+            });
+            if found.len() == request.limit {
+                break;
+            }
+        }
+        Ok(found)
+    }
+
+    /// The query embedded by the node's embedder, for hybrid search, when some candidate
+    /// carries an embedding of the embedder's dimensionality (items embedded at ingest by
+    /// the same model, `embed.embed_items_at_ingest`); otherwise the model is not run.
+    /// A failure only costs the vector term.
+    async fn query_vector(&self, query: &str, candidates: &[Candidate]) -> Option<Vec<f32>> {
+        let dimensions = self.embedder.dimensions();
+        let comparable = candidates.iter().any(|candidate| {
+            candidate
+                .features
+                .as_ref()
+                .and_then(|features| features.embedding.as_ref())
+                .is_some_and(|embedding| embedding.len() == dimensions)
+        });
+        if !comparable {
+            return None;
+        }
+        let query = query.to_owned();
+        match self
+            .embedder
+            .run(Lane::Request, move |embedder| embedder.embed_texts(&[query.as_str()]))
+            .await
+        {
+            Ok(mut vectors) => vectors.pop(),
+            Err(error) => {
+                tracing::warn!(%error, "embedding the query failed; searching without its vector");
+                None
+            }
+        }
+    }
+
+    /// The text matches, searched off the async workers.
+    async fn text_search(&self, query: &str, limit: usize) -> Result<Vec<TextHit>, ServiceError> {
+        let index = Arc::clone(&self.search);
+        let query = query.to_owned();
+        tokio::task::spawn_blocking(move || index.text_search(&query, limit))
+            .await
+            .map_err(|error| ServiceError::Internal(format!("search task failed: {error}")))?
+            .map_err(ServiceError::from)
+    }
+}
+
+/// Each hit's final score: text relevance scaled by the best hit, plus the weighted
+/// personalization features, plus the query vector's cosine to the item's embedding
+/// when both exist with the same dimensions.
+pub fn blend(
+    config: &SearchConfig,
+    hits: &[TextHit],
+    candidates: &[Candidate],
+    vectors: &[FeatureVector],
+    query_vector: Option<&[f32]>,
+) -> Vec<f32> {
+    let best = hits.iter().map(|hit| hit.score).fold(0.0f32, f32::max);
+    hits.iter()
+        .zip(candidates)
+        .zip(vectors)
+        .map(|((hit, candidate), vector)| {
+            let text = if best > 0.0 { hit.score / best } else { 0.0 };
+            let feature = |feature: Feature| vector[feature as usize];
+            let cosine = match (
+                query_vector,
+                candidate.features.as_ref().and_then(|f| f.embedding.as_deref()),
+            ) {
+                (Some(query), Some(item)) => cosine(query, item).max(0.0),
+                _ => 0.0,
+            };
+            config.text_weight * text
+                + config.covisit_weight * feature(Feature::Covisit)
+                + config.affinity_weight * feature(Feature::Affinity)
+                + config.popularity_weight * feature(Feature::Popularity)
+                + config.embedding_weight * feature(Feature::Embedding)
+                + config.unavailable_weight * feature(Feature::Unavailable)
+                + config.vector_weight * cosine
+        })
+        .collect()
+}
+
+/// Cosine of two vectors; 0 when their dimensions differ or one is zero.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() || a.is_empty() {
+        return 0.0;
+    }
+    let (mut dot, mut norm_a, mut norm_b) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        dot += f64::from(x) * f64::from(y);
+        norm_a += f64::from(x) * f64::from(x);
+        norm_b += f64::from(y) * f64::from(y);
+    }
+    if norm_a == 0.0 || norm_b == 0.0 {
+        0.0
+    } else {
+        (dot / (norm_a.sqrt() * norm_b.sqrt())) as f32
+    }
+}
+
+impl Services {
+    /// Re-orders the caller's ids for a query (see the module documentation).
+    pub async fn rerank(&self, request: RerankRequest) -> Result<Vec<Reranked>, ServiceError> {
+        let RerankRequest {
+            query,
+            ids,
+            model_id,
+            user_id,
+            session_id,
+            search_context,
+            retrieval,
+            events,
+            limit,
+        } = request;
+        let model = self.model(&model_id)?;
+        let text = self.text_scores(&query, &ids).await?;
+        let mut context = self.rank_context(user_id, session_id, search_context).await;
+        self.apply_embedded_events(&mut context, &events);
+        let items = self.engine.items();
+        let candidates = ids
+            .iter()
+            .map(|id| {
+                Ok(Candidate {
+                    id: id.clone(),
+                    attributes: Map::new(),
+                    features: items.features(id)?,
+                })
+            })
+            .collect::<Result<Vec<Candidate>, ServiceError>>()?;
+        let model_scores = model.score(&context, &candidates)?;
+        let known: Vec<bool> = candidates.iter().map(|c| c.features.is_some()).collect();
+        let config = self.search.config();
+        let text_part = scaled_by_best(
+            &ids.iter()
+                .map(|id| text.get(id).copied().unwrap_or(0.0))
+                .collect::<Vec<_>>(),
+        );
+        let model_part = min_max(&model_scores, &known);
+        let retrieval_part = retrieval_scores(&ids, &retrieval);
+        let mut ranked: Vec<(usize, f32)> = (0..ids.len())
+            .map(|index| {
+                let personal = if known[index] {
+                    config.rerank_text_weight * text_part[index] + config.rerank_model_weight * model_part[index]
+                } else {
+                    0.0
+                };
+                (index, personal + config.rerank_retrieval_weight * retrieval_part[index])
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked.truncate(limit);
+        Ok(ranked
+            .into_iter()
+            .map(|(index, score)| Reranked {
+                id: ids[index].clone(),
+                score,
+            })
+            .collect())
+    }
+
+    /// The text score of each id, searched off the async workers.
+    async fn text_scores(&self, query: &str, ids: &[String]) -> Result<HashMap<String, f32>, ServiceError> {
+        let index = Arc::clone(&self.search);
+        let (query, ids) = (query.to_owned(), ids.to_vec());
+        tokio::task::spawn_blocking(move || index.score_ids(&query, &ids))
+            .await
+            .map_err(|error| ServiceError::Internal(format!("rerank task failed: {error}")))?
+            .map_err(ServiceError::from)
+    }
+}
+
+/// Each id's retrieval part: the mean of its retrieval_score scaled to [0, 1] over
+/// the ids that have one, and 1/(1 + rank), of those it has; 0 with neither.
+fn retrieval_scores(ids: &[String], metadata: &HashMap<String, Retrieval>) -> Vec<f32> {
+    let given: Vec<Retrieval> = ids
+        .iter()
+        .map(|id| metadata.get(id).copied().unwrap_or_default())
+        .collect();
+    let scores: Vec<f64> = given.iter().filter_map(|r| r.score).collect();
+    let low = scores.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    given
+        .iter()
+        .map(|retrieval| {
+            let mut parts = Vec::with_capacity(2);
+            if let Some(score) = retrieval.score {
+                parts.push(if high > low { (score - low) / (high - low) } else { 1.0 });
+            }
+            if let Some(rank) = retrieval.rank {
+                parts.push(1.0 / (1.0 + rank));
+            }
+            if parts.is_empty() {
+                0.0
+            } else {
+                (parts.iter().sum::<f64>() / parts.len() as f64) as f32
+            }
+        })
+        .collect()
+}
+
+/// Values divided by the largest (all 0 when none is positive).
+fn scaled_by_best(values: &[f32]) -> Vec<f32> {
+    let best = values.iter().copied().fold(0.0f32, f32::max);
+    values
+        .iter()
+        .map(|value| if best > 0.0 { value / best } else { 0.0 })
+        .collect()
+}
+
+/// Values scaled to [0, 1] over the `included` ones (all 0 when they are equal).
+fn min_max(values: &[f32], included: &[bool]) -> Vec<f32> {
+    let kept = values.iter().zip(included).filter(|(_, keep)| **keep).map(|(v, _)| *v);
+    let (low, high) = kept.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    values
+        .iter()
+        .map(|value| if high > low { (value - low) / (high - low) } else { 0.0 })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::ranking::ItemFeatures;
+
+    fn hit(id: &str, score: f32) -> TextHit {
+        TextHit {
+            id: id.into(),
+            table: "t".into(),
+            score,
+        }
+    }
+
+    fn candidate(embedding: Option<Vec<f32>>) -> Candidate {
+        Candidate {
+            id: String::new(),
+            attributes: Map::new(),
+            features: Some(Arc::new(ItemFeatures {
+                embedding,
+                ..ItemFeatures::default()
+            })),
+        }
+    }
+
+    #[test]
+    fn text_dominates_a_clear_match_and_personalization_decides_close_ones() {
+        let config = Config::load(None).unwrap().search;
+        let hits = [hit("exact", 10.0), hit("close", 9.0), hit("weak", 3.0)];
+        let candidates = [candidate(None), candidate(None), candidate(None)];
+        let mut vectors = [[0.0; FEATURES]; 3];
+        vectors[1][Feature::Affinity as usize] = 1.0;
+        vectors[2][Feature::Affinity as usize] = 1.0;
+        let scores = blend(&config, &hits, &candidates, &vectors, None);
+        assert!(scores[1] > scores[0], "affinity lifts a comparable match: {scores:?}");
+        assert!(scores[0] > scores[2], "but not a much weaker one: {scores:?}");
+    }
+
+    #[test]
+    fn a_query_vector_adds_the_cosine_when_dimensions_match() {
+        let config = Config::load(None).unwrap().search;
+        let hits = [hit("a", 1.0), hit("b", 1.0), hit("c", 1.0)];
+        let candidates = [
+            candidate(Some(vec![1.0, 0.0])),
+            candidate(Some(vec![0.0, 1.0])),
+            candidate(Some(vec![1.0, 0.0, 0.0])),
+        ];
+        let vectors = [[0.0; FEATURES]; 3];
+        let scores = blend(&config, &hits, &candidates, &vectors, Some(&[1.0, 0.0]));
+        assert!(scores[0] > scores[1]);
+        assert_eq!(scores[1], scores[2], "other dimensions add nothing");
+        assert_eq!(blend(&config, &hits, &candidates, &vectors, None), [1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn retrieval_scores_follow_score_and_rank() {
+        let ids: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let metadata = HashMap::from([
+            (
+                "a".to_owned(),
+                Retrieval {
+                    score: Some(1.0),
+                    rank: None,
+                },
+            ),
+            (
+                "b".to_owned(),
+                Retrieval {
+                    score: Some(3.0),
+                    rank: None,
+                },
+            ),
+            (
+                "c".to_owned(),
+                Retrieval {
+                    score: None,
+                    rank: Some(0.0),
+                },
+            ),
+        ]);
+        let scores = retrieval_scores(&ids, &metadata);
+        assert_eq!(scores, [0.0, 1.0, 1.0, 0.0]);
+        let ranks = HashMap::from([
+            (
+                "a".to_owned(),
+                Retrieval {
+                    score: None,
+                    rank: Some(3.0),
+                },
+            ),
+            (
+                "b".to_owned(),
+                Retrieval {
+                    score: None,
+                    rank: Some(1.0),
+                },
+            ),
+        ]);
+        let scores = retrieval_scores(&ids, &ranks);
+        assert!(scores[1] > scores[0] && scores[0] > scores[2]);
+    }
+
+    #[test]
+    fn scaling() {
+        assert_eq!(scaled_by_best(&[2.0, 1.0, 0.0]), [1.0, 0.5, 0.0]);
+        assert_eq!(min_max(&[1.0, 3.0, 100.0], &[true, true, false]), [0.0, 1.0, 49.5]);
+        assert_eq!(min_max(&[1.0, 1.0], &[true, true]), [0.0, 0.0]);
+    }
+}

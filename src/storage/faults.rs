@@ -1,0 +1,80 @@
+//! Failures injected into a [`Storage`](super::Storage) on demand, so that unit
+//! tests can show what the layers above do when a read or a write fails. Compiled
+//! into test builds only.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use parking_lot::Mutex;
+
+use super::{Cf, StorageError};
+
+/// Whether an access reads or writes.
+#[derive(Debug, Clone, Copy)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// The column families whose reads and writes fail, one bit each.
+#[derive(Debug, Default)]
+pub struct Faults {
+    reads: AtomicU32,
+    writes: AtomicU32,
+    /// Single-record writes (and deletes) of keys under these prefixes fail.
+    key_writes: Mutex<Vec<(Cf, Vec<u8>)>>,
+}
+
+impl Faults {
+    /// From now on, reads of `cf` fail (or succeed again).
+    pub fn fail_reads(&self, cf: Cf, fail: bool) {
+        set(&self.reads, cf, fail);
+    }
+
+    /// From now on, writes (and deletes) touching `cf` fail (or succeed again).
+    pub fn fail_writes(&self, cf: Cf, fail: bool) {
+        set(&self.writes, cf, fail);
+    }
+
+    /// From now on, single-record writes and deletes of `cf` keys starting with
+    /// `prefix` fail (batches that hold such keys are not affected).
+    pub fn fail_key_writes(&self, cf: Cf, prefix: &[u8]) {
+        self.key_writes.lock().push((cf, prefix.to_vec()));
+    }
+
+    /// Single-record writes succeed again.
+    pub fn clear_key_writes(&self) {
+        self.key_writes.lock().clear();
+    }
+
+    pub(super) fn check_key(&self, cf: Cf, key: &[u8]) -> Result<(), StorageError> {
+        let failing = self
+            .key_writes
+            .lock()
+            .iter()
+            .any(|(failing, prefix)| *failing == cf && key.starts_with(prefix));
+        if failing {
+            return Err(StorageError::Commit("injected write failure".into()));
+        }
+        Ok(())
+    }
+
+    pub(super) fn check(&self, access: Access, families: u32) -> Result<(), StorageError> {
+        let failing = match access {
+            Access::Read => &self.reads,
+            Access::Write => &self.writes,
+        };
+        if failing.load(Ordering::SeqCst) & families != 0 {
+            return Err(StorageError::Commit(format!("injected {access:?} failure")));
+        }
+        Ok(())
+    }
+}
+
+fn set(bits: &AtomicU32, cf: Cf, on: bool) {
+    let bit = 1 << cf as u32;
+    if on {
+        bits.fetch_or(bit, Ordering::SeqCst);
+    } else {
+        bits.fetch_and(!bit, Ordering::SeqCst);
+    }
+}
