@@ -1,4 +1,5 @@
 use super::*;
+use crate::chat::vocabulary::Vocabulary;
 
 fn vocabulary() -> Vocabulary {
     Vocabulary::new(
