@@ -47,7 +47,7 @@ pub struct ChatState {
     config: ChatConfig,
     llm: Option<LlmClient>,
     /// The search index's vocabulary snapshot and the chat index built from it.
-    vocabulary: parking_lot::Mutex<Option<(Arc<crate::search::Vocabulary>, Arc<Vocabulary>)>>,
+    vocabulary: parking_lot::Mutex<Option<(Arc<crate::search::CatalogLabels>, Arc<Vocabulary>)>>,
     /// Turns answered.
     turns: AtomicU64,
     /// Replies written by the LLM.
