@@ -21,9 +21,9 @@ use super::recommend::rank_context;
 use super::search::{personalized_search, Found, SearchRequest};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::chat::constraints::{extract, Constraints};
+use crate::chat::dictionary::LabelDictionary;
 use crate::chat::filter::{failed_checks, groups_of, price_of, Applicable, Check};
 use crate::chat::reply::{compose, describe, Outcome};
-use crate::chat::vocabulary::Vocabulary;
 use crate::config::ChatConfig;
 use crate::engine::conversation::{ConversationSettings, Conversations, ShownItem, Turn};
 use crate::engine::live_state::availability;
@@ -46,8 +46,8 @@ pub struct ChatState {
     pub conversations: Conversations,
     config: ChatConfig,
     llm: Option<LlmClient>,
-    /// The search index's vocabulary snapshot and the chat index built from it.
-    vocabulary: parking_lot::Mutex<Option<(Arc<crate::search::CatalogLabels>, Arc<Vocabulary>)>>,
+    /// The search index's label snapshot and the chat dictionary built from it.
+    vocabulary: parking_lot::Mutex<Option<(Arc<crate::search::CatalogLabels>, Arc<LabelDictionary>)>>,
     /// Turns answered.
     turns: AtomicU64,
     /// Replies written by the LLM.
@@ -236,7 +236,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
 }
 
 /// The catalog vocabulary, indexed for chat once per snapshot of the search index's.
-fn vocabulary(state: &AppState) -> Arc<Vocabulary> {
+fn vocabulary(state: &AppState) -> Arc<LabelDictionary> {
     let words = state.search.vocabulary();
     let mut cached = state.chat.vocabulary.lock();
     if let Some((source, vocabulary)) = cached.as_ref() {
@@ -246,13 +246,13 @@ fn vocabulary(state: &AppState) -> Arc<Vocabulary> {
     }
     let groups: Vec<&String> = words.groups.values().collect();
     let tags: Vec<&String> = words.tags.values().collect();
-    let vocabulary = Arc::new(Vocabulary::new(&groups, &tags));
+    let vocabulary = Arc::new(LabelDictionary::new(&groups, &tags));
     *cached = Some((words, vocabulary.clone()));
     vocabulary
 }
 
 /// The named groups and tags (and the catalog's children groups for kids) as search text.
-fn label_text(constraints: &Constraints, vocabulary: &Vocabulary) -> String {
+fn label_text(constraints: &Constraints, vocabulary: &LabelDictionary) -> String {
     let mut parts: Vec<String> = constraints.groups.clone();
     parts.extend(constraints.tags.iter().cloned());
     if constraints.audience == Some(crate::chat::constraints::Audience::Kids) {
@@ -270,7 +270,7 @@ async fn retrieve(
     state: &AppState,
     request: &ChatRequest,
     constraints: &Constraints,
-    vocabulary: &Vocabulary,
+    vocabulary: &LabelDictionary,
 ) -> Result<Vec<Found>, ApiError> {
     let search = |query: String| SearchRequest {
         query,
@@ -307,7 +307,12 @@ struct Selection<'a> {
     relax: Option<(Check, usize)>,
 }
 
-fn select<'a>(pool: &'a [Found], constraints: &Constraints, vocabulary: &Vocabulary, limit: usize) -> Selection<'a> {
+fn select<'a>(
+    pool: &'a [Found],
+    constraints: &Constraints,
+    vocabulary: &LabelDictionary,
+    limit: usize,
+) -> Selection<'a> {
     let children = vocabulary.children_groups();
     let applicable = Applicable::of(pool.iter().map(|found| &found.row), children);
     let mut unchecked = Vec::new();

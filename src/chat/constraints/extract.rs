@@ -7,11 +7,11 @@ use super::words::{
     ADULT_WORDS, CEILING_PHRASES, CHEAPER_PHRASES, FLOOR_PHRASES, KIDS_WORDS, LANGUAGES, NOISE, PRICIER_PHRASES,
 };
 use super::{Audience, Extracted, Language, PriceBound, PriceLimit, RelativePrice};
+use crate::chat::dictionary::{EntryKind, LabelDictionary};
 use crate::chat::text::{is_stopword, Token};
-use crate::chat::vocabulary::{Vocabulary, VocabularyKind};
 
 /// Reads one message (see the `constraints` module documentation).
-pub fn extract(message: &str, vocabulary: &Vocabulary) -> Extracted {
+pub fn extract(message: &str, dictionary: &LabelDictionary) -> Extracted {
     let mut reader = Reader::new(message);
     let mut extracted = Extracted::default();
     commands(&mut reader, &mut extracted);
@@ -20,7 +20,7 @@ pub fn extract(message: &str, vocabulary: &Vocabulary) -> Extracted {
     price_bounds(&mut reader, &mut extracted);
     relative_price(&mut reader, &mut extracted);
     languages(&mut reader, &mut extracted);
-    names(&mut reader, vocabulary, &mut extracted);
+    names(&mut reader, dictionary, &mut extracted);
     extracted.terms = terms(&reader);
     extracted
 }
@@ -272,9 +272,9 @@ fn languages(reader: &mut Reader, extracted: &mut Extracted) {
     }
 }
 
-/// Group names and tags of the vocabulary, longest names first.
-fn names(reader: &mut Reader, vocabulary: &Vocabulary, extracted: &mut Extracted) {
-    if vocabulary.is_empty() {
+/// Group names and tags of the dictionary, longest names first.
+fn names(reader: &mut Reader, dictionary: &LabelDictionary, extracted: &mut Extracted) {
+    if dictionary.is_empty() {
         return;
     }
     let words = reader.free_words();
@@ -293,11 +293,11 @@ fn names(reader: &mut Reader, vocabulary: &Vocabulary, extracted: &mut Extracted
     for run in &runs {
         let mut start = 0;
         while start < run.len() {
-            let longest = (1..=vocabulary.max_words().min(run.len() - start))
+            let longest = (1..=dictionary.max_words().min(run.len() - start))
                 .rev()
                 .find_map(|length| {
                     let window: Vec<&str> = run[start..start + length].iter().map(|(_, w)| *w).collect();
-                    vocabulary.lookup(&window).map(|entry| (length, entry))
+                    dictionary.lookup(&window).map(|entry| (length, entry))
                 });
             match longest {
                 Some((length, entry)) => {
@@ -311,8 +311,8 @@ fn names(reader: &mut Reader, vocabulary: &Vocabulary, extracted: &mut Extracted
     for (from, to, entry) in found {
         reader.consume(from, to);
         let list = match entry.kind {
-            VocabularyKind::Group => &mut extracted.groups,
-            VocabularyKind::Tag => &mut extracted.tags,
+            EntryKind::Group => &mut extracted.groups,
+            EntryKind::Tag => &mut extracted.tags,
         };
         if !list.contains(&entry.display) {
             list.push(entry.display);

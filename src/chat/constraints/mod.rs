@@ -2,7 +2,7 @@
 //! turns.
 //!
 //! [`extract()`] reads one message against the catalog
-//! [`Vocabulary`](super::vocabulary::Vocabulary): price bounds
+//! [`LabelDictionary`](super::dictionary::LabelDictionary): price bounds
 //! ("under 20", "between 10 and 20", "$10-$20", "at least 10"), relative price
 //! ("cheaper", "more expensive"), group/category names and tags the catalog has
 //! ("comedies" → Comedy), a language ("in French", "with an English guide"), an
