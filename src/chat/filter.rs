@@ -13,7 +13,7 @@
 use serde_json::{Map, Value};
 
 use super::constraints::{language_of, Audience, Constraints};
-use super::vocabulary::{words_of, CHILDREN_GROUP_WORDS};
+use super::dictionary::{words_of, CHILDREN_GROUP_WORDS};
 
 /// A kind of constraint a row can fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,7 @@
 //! Chat, the pure part: what a message asks for and what the answer says. No I/O.
 //!
 //! - [`text`]: tokens of a message, plural forms, stopwords.
-//! - [`vocabulary`]: the catalog's group names and tags, looked up by message words.
+//! - [`dictionary`]: the catalog's group names and tags, looked up by message words.
 //! - [`constraints`]: extraction of constraints from one message and their merge
 //!   across turns (the rules are tabled there).
 //! - [`filter`]: which catalog rows satisfy the constraints, check by check.
@@ -11,7 +11,7 @@
 //! conversation); the endpoint that runs a turn is `api::chat`.
 
 pub mod constraints;
+pub mod dictionary;
 pub mod filter;
 pub mod reply;
 pub mod text;
-pub mod vocabulary;

@@ -19,8 +19,8 @@ use parking_lot::RwLock;
 use serde_json::{Map, Value};
 use tantivy::{IndexReader, IndexWriter, Term};
 
+use super::labels::{labels, CatalogLabels, LabelCounts};
 use super::schema::{document, is_deleted, item_key, Fields, KEY_SEPARATOR};
-use super::vocabulary::{labels, LabelCounts, Vocabulary};
 use super::{IndexChange, IndexStats, ItemSource, SearchError};
 
 /// Commit payload while the indexer runs.
@@ -56,7 +56,7 @@ pub struct Indexer {
     pub reader: IndexReader,
     pub fields: Fields,
     pub source: Arc<dyn ItemSource>,
-    pub vocabulary: Arc<RwLock<Arc<Vocabulary>>>,
+    pub vocabulary: Arc<RwLock<Arc<CatalogLabels>>>,
     pub stats: Arc<IndexStats>,
     pub commit_interval: Duration,
     /// Label reference counts of the indexed items.
@@ -149,7 +149,7 @@ impl Indexer {
             if is_deleted(&row) {
                 return;
             }
-            labels.set(&item_key(table, id), super::vocabulary::labels(&row));
+            labels.set(&item_key(table, id), super::labels::labels(&row));
             if rebuild {
                 match writer.add_document(document(&fields, table, id, &row)) {
                     Ok(_) => indexed += 1,

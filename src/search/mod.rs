@@ -6,12 +6,12 @@
 //! - `schema`: fields, analyzer, row → document.
 //! - `query`: query tokens, typo rules, the BM25 + typo-tolerant query.
 //! - `indexer`: the writer thread (changes → re-read → commit).
-//! - `vocabulary`: the group and tag names of the indexed items.
+//! - `labels`: the group and tag names of the indexed items.
 
 mod indexer;
+mod labels;
 mod query;
 mod schema;
-mod vocabulary;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,9 +31,9 @@ use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDoc
 
 use crate::config::SearchConfig;
 use indexer::{Control, Indexer, CLEAN};
+pub use labels::CatalogLabels;
 pub use query::{edit_distance, typos_allowed};
 use schema::{split_key, Fields};
-pub use vocabulary::Vocabulary;
 
 /// A catalog change the index must follow; sent after the write is durable.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,7 +102,7 @@ pub struct SearchIndex {
     fields: Fields,
     analyzer: TextAnalyzer,
     config: SearchConfig,
-    vocabulary: Arc<RwLock<Arc<Vocabulary>>>,
+    vocabulary: Arc<RwLock<Arc<CatalogLabels>>>,
     stats: Arc<IndexStats>,
     control: Sender<Control>,
     indexer: Mutex<Option<JoinHandle<()>>>,
@@ -128,7 +128,7 @@ impl SearchIndex {
             .reload_policy(ReloadPolicy::Manual)
             .doc_store_cache_num_blocks(config.doc_store_cache_blocks)
             .try_into()?;
-        let vocabulary = Arc::new(RwLock::new(Arc::new(Vocabulary::default())));
+        let vocabulary = Arc::new(RwLock::new(Arc::new(CatalogLabels::default())));
         let stats = Arc::new(IndexStats::default());
         let (control, control_receiver) = crossbeam::channel::bounded(1);
         let indexer = Indexer {
@@ -234,7 +234,7 @@ impl SearchIndex {
     }
 
     /// The group and tag names of the indexed items.
-    pub fn vocabulary(&self) -> Arc<Vocabulary> {
+    pub fn labels(&self) -> Arc<CatalogLabels> {
         self.vocabulary.read().clone()
     }
 

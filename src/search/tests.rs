@@ -99,7 +99,7 @@ fn titles_rank_first_and_typos_still_find_them() {
     let scores = index.score_ids("story", &["3".into(), "4".into(), "5".into()]).unwrap();
     assert_eq!(scores.len(), 2, "{scores:?}");
     assert!(scores.contains_key("3") && scores.contains_key("5"));
-    let vocabulary = index.vocabulary();
+    let vocabulary = index.labels();
     assert_eq!(vocabulary.groups.get("sci-fi").map(String::as_str), Some("Sci-Fi"));
     assert!(vocabulary.groups.contains_key("drama"), "item 5 carries it");
     index.stop();
@@ -121,7 +121,7 @@ fn changes_are_followed_and_a_clean_stop_is_trusted() {
     wait_until("the upsert is searchable", || {
         ids(&index.text_search("paddington", 5).unwrap()) == ["8"]
     });
-    assert!(index.vocabulary().tags.contains_key("bear"));
+    assert!(index.labels().tags.contains_key("bear"));
     memory.put("movies", "8", json!({"name": "Paddington", "is_deleted": true}));
     changes
         .send(IndexChange::Item {
@@ -132,7 +132,7 @@ fn changes_are_followed_and_a_clean_stop_is_trusted() {
     wait_until("the soft delete is gone", || {
         index.text_search("paddington", 5).unwrap().is_empty()
     });
-    assert!(!index.vocabulary().tags.contains_key("bear"));
+    assert!(!index.labels().tags.contains_key("bear"));
     memory.rows.lock().remove(&("movies".to_owned(), "2".to_owned()));
     changes
         .send(IndexChange::Item {
@@ -154,7 +154,7 @@ fn changes_are_followed_and_a_clean_stop_is_trusted() {
     memory.rows.lock().retain(|(table, _), _| table != "movies");
     changes.send(IndexChange::Table("movies".into())).unwrap();
     wait_until("the dropped table is gone", || index.documents() == 0);
-    assert!(index.vocabulary().groups.is_empty());
+    assert!(index.labels().groups.is_empty());
     index.stop();
 }
 

@@ -1,6 +1,6 @@
 //! Chat: one turn of a conversation.
 //!
-//! message → constraints extracted against the catalog vocabulary → the
+//! message → constraints extracted against the catalog's label dictionary → the
 //! conversation's actor merges them with the constraints in force (relative price
 //! words read against its previous answer) → personalized search with a large
 //! pool (the query terms plus the named groups and tags) → the pool filtered by
@@ -20,9 +20,9 @@ use super::embedded_events::EmbeddedEvent;
 use super::search::{Found, SearchRequest};
 use super::{ServiceError, Services};
 use crate::chat::constraints::{extract, Constraints};
+use crate::chat::dictionary::LabelDictionary;
 use crate::chat::filter::{failed_checks, groups_of, price_of, Applicable, Check};
 use crate::chat::reply::{compose, describe, Outcome};
-use crate::chat::vocabulary::Vocabulary;
 use crate::config::ChatConfig;
 use crate::domain::live_state::availability;
 use crate::engine::conversation::{ConversationSettings, Conversations, ShownItem, Turn};
@@ -44,8 +44,8 @@ pub struct ChatService {
     config: ChatConfig,
     /// Writes replies when an LLM is configured (the composed reply is the fallback).
     llm: Option<Arc<dyn ReplyWriter>>,
-    /// The search index's vocabulary snapshot and the chat index built from it.
-    vocabulary: parking_lot::Mutex<Option<(Arc<crate::search::Vocabulary>, Arc<Vocabulary>)>>,
+    /// The search index's label snapshot and the chat dictionary built from it.
+    dictionary: parking_lot::Mutex<Option<(Arc<crate::search::CatalogLabels>, Arc<LabelDictionary>)>>,
     /// Turns answered.
     turns: AtomicU64,
     /// Replies written by the LLM.
@@ -67,7 +67,7 @@ impl ChatService {
             conversations: engine.start_conversations(settings),
             llm,
             config: config.clone(),
-            vocabulary: parking_lot::Mutex::new(None),
+            dictionary: parking_lot::Mutex::new(None),
             turns: AtomicU64::new(0),
             llm_replies: AtomicU64::new(0),
             llm_failures: AtomicU64::new(0),
@@ -151,7 +151,7 @@ impl Services {
             .conversation_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let vocabulary = self.chat_vocabulary();
+        let vocabulary = self.chat_dictionary();
         let extracted = extract(&request.message, &vocabulary);
         let plan = chat.conversations.take_turn(&conversation_id, extracted).await?;
         let constraints = plan.constraints;
@@ -217,10 +217,11 @@ impl Services {
         })
     }
 
-    /// The catalog vocabulary, indexed for chat once per snapshot of the search index's.
-    fn chat_vocabulary(&self) -> Arc<Vocabulary> {
-        let words = self.search.vocabulary();
-        let mut cached = self.chat.vocabulary.lock();
+    /// The catalog's labels as a chat dictionary, built once per snapshot of the
+    /// search index's labels.
+    fn chat_dictionary(&self) -> Arc<LabelDictionary> {
+        let words = self.search.labels();
+        let mut cached = self.chat.dictionary.lock();
         if let Some((source, vocabulary)) = cached.as_ref() {
             if Arc::ptr_eq(source, &words) {
                 return vocabulary.clone();
@@ -228,7 +229,7 @@ impl Services {
         }
         let groups: Vec<&String> = words.groups.values().collect();
         let tags: Vec<&String> = words.tags.values().collect();
-        let vocabulary = Arc::new(Vocabulary::new(&groups, &tags));
+        let vocabulary = Arc::new(LabelDictionary::new(&groups, &tags));
         *cached = Some((words, vocabulary.clone()));
         vocabulary
     }
@@ -242,7 +243,7 @@ impl Services {
         &self,
         request: &ChatRequest,
         constraints: &Constraints,
-        vocabulary: &Vocabulary,
+        vocabulary: &LabelDictionary,
     ) -> Result<Vec<Found>, ServiceError> {
         let search = |query: String| SearchRequest {
             query,
@@ -330,7 +331,7 @@ impl Services {
 }
 
 /// The named groups and tags (and the catalog's children groups for kids) as search text.
-fn label_text(constraints: &Constraints, vocabulary: &Vocabulary) -> String {
+fn label_text(constraints: &Constraints, vocabulary: &LabelDictionary) -> String {
     let mut parts: Vec<String> = constraints.groups.clone();
     parts.extend(constraints.tags.iter().cloned());
     if constraints.audience == Some(crate::chat::constraints::Audience::Kids) {
@@ -349,7 +350,12 @@ struct Selection<'a> {
     relax: Option<(Check, usize)>,
 }
 
-fn select<'a>(pool: &'a [Found], constraints: &Constraints, vocabulary: &Vocabulary, limit: usize) -> Selection<'a> {
+fn select<'a>(
+    pool: &'a [Found],
+    constraints: &Constraints,
+    vocabulary: &LabelDictionary,
+    limit: usize,
+) -> Selection<'a> {
     let children = vocabulary.children_groups();
     let applicable = Applicable::of(pool.iter().map(|found| &found.row), children);
     let mut unchecked = Vec::new();

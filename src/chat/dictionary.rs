@@ -1,6 +1,7 @@
-//! The catalog's own words: the group/category names and tags of indexed items,
-//! looked up by the words of a message with plural/singular tolerance
-//! (`comedies` → Comedy) and multiword names (`sci-fi`, `sci fi`, `scifi` → Sci-Fi).
+//! The catalog's labels as chat reads them: [`LabelDictionary`] indexes the
+//! group/category names and tags of indexed items by the words a message may use
+//! for them, with plural/singular tolerance (`comedies` → Comedy), adjectives
+//! (`romantic` → Romance) and multiword names (`sci-fi`, `sci fi`, `scifi` → Sci-Fi).
 
 use std::collections::HashMap;
 
@@ -8,16 +9,20 @@ use super::text::{is_stopword, singular_forms};
 
 /// What a catalog word names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VocabularyKind {
+pub enum EntryKind {
+    /// A group (category, genre) name.
     Group,
+    /// A tag.
     Tag,
 }
 
-/// One name of the vocabulary as the catalog spells it.
+/// One label of the dictionary as the catalog spells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VocabularyEntry {
+pub struct DictionaryEntry {
+    /// The label as the catalog spells it (`Sci-Fi`).
     pub display: String,
-    pub kind: VocabularyKind,
+    /// Whether it names a group or a tag.
+    pub kind: EntryKind,
 }
 
 /// Adjectives people use for a group the catalog names with a noun; applied only
@@ -33,12 +38,13 @@ const ADJECTIVES: &[(&str, &str)] = &[
     ("mysterious", "mystery"),
 ];
 
-/// The names of groups and tags, indexed by their normalized word sequences.
+/// The names of the catalog's groups and tags, indexed by their normalized word
+/// sequences, so that a window of message words finds the label it names.
 #[derive(Debug, Default)]
-pub struct Vocabulary {
+pub struct LabelDictionary {
     /// Normalized word sequence (words joined by a space) → entry. Group names win
     /// over tags spelled the same.
-    entries: HashMap<String, VocabularyEntry>,
+    entries: HashMap<String, DictionaryEntry>,
     /// Longest name, in words.
     max_words: usize,
     /// Whether the catalog has a group for children (Children, Kids, Family...).
@@ -48,30 +54,30 @@ pub struct Vocabulary {
 /// Group names that mark an item as suitable for children.
 pub const CHILDREN_GROUP_WORDS: &[&str] = &["children", "child", "kids", "kid", "family", "families"];
 
-impl Vocabulary {
+impl LabelDictionary {
     /// Indexes group names and tags as the catalog spells them.
-    pub fn new<G: AsRef<str>, T: AsRef<str>>(groups: &[G], tags: &[T]) -> Vocabulary {
-        let mut vocabulary = Vocabulary::default();
+    pub fn new<G: AsRef<str>, T: AsRef<str>>(groups: &[G], tags: &[T]) -> LabelDictionary {
+        let mut dictionary = LabelDictionary::default();
         for tag in tags {
-            vocabulary.insert(tag.as_ref(), VocabularyKind::Tag);
+            dictionary.insert(tag.as_ref(), EntryKind::Tag);
         }
         for group in groups {
-            vocabulary.insert(group.as_ref(), VocabularyKind::Group);
+            dictionary.insert(group.as_ref(), EntryKind::Group);
             let words = words_of(group.as_ref());
             if words.len() == 1 && CHILDREN_GROUP_WORDS.contains(&words[0].as_str()) {
-                vocabulary.children_groups.push(group.as_ref().to_owned());
+                dictionary.children_groups.push(group.as_ref().to_owned());
             }
         }
-        vocabulary
+        dictionary
     }
 
-    fn insert(&mut self, name: &str, kind: VocabularyKind) {
+    fn insert(&mut self, name: &str, kind: EntryKind) {
         let words = words_of(name);
         let Some(last) = words.last() else { return };
         if words.len() == 1 && (last.len() < 3 || is_stopword(last)) {
             return;
         }
-        let entry = VocabularyEntry {
+        let entry = DictionaryEntry {
             display: name.trim().to_owned(),
             kind,
         };
@@ -83,7 +89,7 @@ impl Vocabulary {
         }
         for key in keys {
             match self.entries.get(&key) {
-                Some(existing) if existing.kind == VocabularyKind::Group && kind == VocabularyKind::Tag => {}
+                Some(existing) if existing.kind == EntryKind::Group && kind == EntryKind::Tag => {}
                 _ => {
                     self.entries.insert(key, entry.clone());
                 }
@@ -93,7 +99,7 @@ impl Vocabulary {
 
     /// The entry named by exactly these message words, if any (the last word may be
     /// plural, or an adjective of a group the catalog has).
-    pub fn lookup(&self, words: &[&str]) -> Option<&VocabularyEntry> {
+    pub fn lookup(&self, words: &[&str]) -> Option<&DictionaryEntry> {
         let (last, head) = words.split_last()?;
         let head: Vec<String> = head.iter().map(|w| (*w).to_owned()).collect();
         for form in singular_forms(last) {
@@ -103,10 +109,7 @@ impl Vocabulary {
         }
         if head.is_empty() {
             let (_, noun) = ADJECTIVES.iter().find(|(adjective, _)| adjective == last)?;
-            return self
-                .entries
-                .get(*noun)
-                .filter(|entry| entry.kind == VocabularyKind::Group);
+            return self.entries.get(*noun).filter(|entry| entry.kind == EntryKind::Group);
         }
         None
     }
@@ -121,6 +124,7 @@ impl Vocabulary {
         &self.children_groups
     }
 
+    /// Whether no group or tag name was worth indexing.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -148,8 +152,8 @@ fn join(head: &[String], last: &str) -> String {
 mod tests {
     use super::*;
 
-    fn movielens() -> Vocabulary {
-        Vocabulary::new(
+    fn movielens() -> LabelDictionary {
+        LabelDictionary::new(
             &[
                 "Comedy",
                 "Thriller",
@@ -164,57 +168,54 @@ mod tests {
         )
     }
 
-    fn display(vocabulary: &Vocabulary, words: &[&str]) -> Option<String> {
-        vocabulary.lookup(words).map(|entry| entry.display.clone())
+    fn display(dictionary: &LabelDictionary, words: &[&str]) -> Option<String> {
+        dictionary.lookup(words).map(|entry| entry.display.clone())
     }
 
     #[test]
     fn plural_and_singular_forms_find_groups() {
-        let vocabulary = movielens();
-        assert_eq!(display(&vocabulary, &["comedies"]).as_deref(), Some("Comedy"));
-        assert_eq!(display(&vocabulary, &["comedy"]).as_deref(), Some("Comedy"));
-        assert_eq!(display(&vocabulary, &["thrillers"]).as_deref(), Some("Thriller"));
-        assert_eq!(display(&vocabulary, &["documentaries"]).as_deref(), Some("Documentary"));
-        assert_eq!(display(&vocabulary, &["imax"]).as_deref(), Some("IMAX"));
-        assert_eq!(display(&vocabulary, &["drama"]), None);
+        let dictionary = movielens();
+        assert_eq!(display(&dictionary, &["comedies"]).as_deref(), Some("Comedy"));
+        assert_eq!(display(&dictionary, &["comedy"]).as_deref(), Some("Comedy"));
+        assert_eq!(display(&dictionary, &["thrillers"]).as_deref(), Some("Thriller"));
+        assert_eq!(display(&dictionary, &["documentaries"]).as_deref(), Some("Documentary"));
+        assert_eq!(display(&dictionary, &["imax"]).as_deref(), Some("IMAX"));
+        assert_eq!(display(&dictionary, &["drama"]), None);
     }
 
     #[test]
     fn multiword_names_match_spaced_hyphenated_and_joined() {
-        let vocabulary = movielens();
-        assert_eq!(vocabulary.max_words(), 2);
-        assert_eq!(display(&vocabulary, &["sci", "fi"]).as_deref(), Some("Sci-Fi"));
-        assert_eq!(display(&vocabulary, &["scifi"]).as_deref(), Some("Sci-Fi"));
-        assert_eq!(display(&vocabulary, &["film", "noir"]).as_deref(), Some("Film-Noir"));
+        let dictionary = movielens();
+        assert_eq!(dictionary.max_words(), 2);
+        assert_eq!(display(&dictionary, &["sci", "fi"]).as_deref(), Some("Sci-Fi"));
+        assert_eq!(display(&dictionary, &["scifi"]).as_deref(), Some("Sci-Fi"));
+        assert_eq!(display(&dictionary, &["film", "noir"]).as_deref(), Some("Film-Noir"));
         assert_eq!(
-            display(&vocabulary, &["dark", "comedies"]).as_deref(),
+            display(&dictionary, &["dark", "comedies"]).as_deref(),
             Some("dark comedy")
         );
-        assert_eq!(
-            vocabulary.lookup(&["twist", "ending"]).unwrap().kind,
-            VocabularyKind::Tag
-        );
+        assert_eq!(dictionary.lookup(&["twist", "ending"]).unwrap().kind, EntryKind::Tag);
     }
 
     #[test]
     fn short_and_stopword_names_are_not_indexed() {
-        let vocabulary = movielens();
-        assert_eq!(display(&vocabulary, &["a"]), None);
-        assert_eq!(display(&vocabulary, &["love"]).as_deref(), Some("love"));
+        let dictionary = movielens();
+        assert_eq!(display(&dictionary, &["a"]), None);
+        assert_eq!(display(&dictionary, &["love"]).as_deref(), Some("love"));
     }
 
     #[test]
     fn adjectives_name_groups_the_catalog_has() {
-        let vocabulary = movielens();
-        assert_eq!(display(&vocabulary, &["romantic"]).as_deref(), Some("Romance"));
-        assert_eq!(display(&vocabulary, &["scary"]), None, "no Horror group here");
+        let dictionary = movielens();
+        assert_eq!(display(&dictionary, &["romantic"]).as_deref(), Some("Romance"));
+        assert_eq!(display(&dictionary, &["scary"]), None, "no Horror group here");
     }
 
     #[test]
     fn groups_win_over_tags_and_children_groups_are_known() {
-        let vocabulary = Vocabulary::new(&["Comedy", "Kids"], &["comedy"]);
-        assert_eq!(vocabulary.lookup(&["comedy"]).unwrap().kind, VocabularyKind::Group);
-        assert_eq!(vocabulary.children_groups(), ["Kids".to_owned()]);
-        assert!(Vocabulary::new::<&str, &str>(&[], &[]).is_empty());
+        let dictionary = LabelDictionary::new(&["Comedy", "Kids"], &["comedy"]);
+        assert_eq!(dictionary.lookup(&["comedy"]).unwrap().kind, EntryKind::Group);
+        assert_eq!(dictionary.children_groups(), ["Kids".to_owned()]);
+        assert!(LabelDictionary::new::<&str, &str>(&[], &[]).is_empty());
     }
 }

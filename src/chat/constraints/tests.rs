@@ -1,7 +1,8 @@
 use super::*;
+use crate::chat::dictionary::LabelDictionary;
 
-fn vocabulary() -> Vocabulary {
-    Vocabulary::new(
+fn vocabulary() -> LabelDictionary {
+    LabelDictionary::new(
         &[
             "Comedy",
             "Thriller",

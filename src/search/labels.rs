@@ -10,8 +10,10 @@ use super::schema::{GROUP_FIELDS, TAG_FIELDS};
 /// The distinct group (category, genre) and tag values of the indexed items:
 /// lowercased value → the form it was first seen in.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Vocabulary {
+pub struct CatalogLabels {
+    /// Group (category, genre) values: lowercased → the form first seen.
     pub groups: BTreeMap<String, String>,
+    /// Tag values: lowercased → the form first seen.
     pub tags: BTreeMap<String, String>,
 }
 
@@ -108,19 +110,19 @@ impl LabelCounts {
     }
 
     /// A new snapshot when something changed since the last one.
-    pub fn snapshot_if_changed(&mut self) -> Option<Vocabulary> {
+    pub fn snapshot_if_changed(&mut self) -> Option<CatalogLabels> {
         if !std::mem::take(&mut self.changed) {
             return None;
         }
-        let mut vocabulary = Vocabulary::default();
+        let mut snapshot = CatalogLabels::default();
         for ((kind, lower), (display, _)) in &self.counts {
             let list = match kind {
-                LabelKind::Group => &mut vocabulary.groups,
-                LabelKind::Tag => &mut vocabulary.tags,
+                LabelKind::Group => &mut snapshot.groups,
+                LabelKind::Tag => &mut snapshot.tags,
             };
             list.insert(lower.clone(), display.clone());
         }
-        Some(vocabulary)
+        Some(snapshot)
     }
 }
 
@@ -163,6 +165,6 @@ mod tests {
         assert!(!snapshot.groups.contains_key("drama"));
         counts.set("t\0b", Vec::new());
         counts.remove_prefix("t\0");
-        assert_eq!(counts.snapshot_if_changed().unwrap(), Vocabulary::default());
+        assert_eq!(counts.snapshot_if_changed().unwrap(), CatalogLabels::default());
     }
 }
