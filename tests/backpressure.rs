@@ -23,7 +23,7 @@ use rankstream::topology::shard_for;
 use rankstream::training::LEARNER_QUEUE;
 
 const PRODUCERS: usize = 64;
-const BATCHES: usize = 25;
+const BATCHES: usize = 100;
 const BATCH: usize = 40;
 const SESSIONS: usize = 200;
 const MAX_IN_FLIGHT: usize = 256;
@@ -70,11 +70,12 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
             let (services, flooding, peaks) = (services.clone(), flooding.clone(), peaks.clone());
             actix_rt::spawn(async move {
                 while flooding.load(Ordering::SeqCst) {
-                    let mut peaks = peaks.lock();
-                    peaks.in_flight = peaks.in_flight.max(services.engine.events_in_flight()[0]);
-                    peaks.learner_queue = peaks.learner_queue.max(services.training.queued());
-                    peaks.rss.push((started.elapsed().as_secs_f64(), rss_bytes()));
-                    drop(peaks);
+                    {
+                        let mut peaks = peaks.lock();
+                        peaks.in_flight = peaks.in_flight.max(services.engine.events_in_flight()[0]);
+                        peaks.learner_queue = peaks.learner_queue.max(services.training.queued());
+                        peaks.rss.push((started.elapsed().as_secs_f64(), rss_bytes()));
+                    }
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
             })
@@ -124,13 +125,14 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
         let rebuilt = rebuilds.await.unwrap();
         let flood_took = started.elapsed();
 
-        let total: u64 = acknowledged.lock().values().sum();
+        let acknowledged = std::mem::take(&mut *acknowledged.lock());
+        let total: u64 = acknowledged.values().sum();
         assert_eq!(
             total as usize,
             PRODUCERS * BATCHES * BATCH,
             "every event was acknowledged"
         );
-        let peaks = peaks.lock();
+        let peaks = std::mem::take(&mut *peaks.lock());
         assert!(peaks.in_flight <= MAX_IN_FLIGHT, "in flight: {}", peaks.in_flight);
         assert!(peaks.in_flight > 0, "the sampler saw the flood");
         assert!(
@@ -138,9 +140,11 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
             "learner queue: {}",
             peaks.learner_queue
         );
-        // Flat: past the first quarter (caches, memtables and actors warmed up), the
-        // resident memory grows by far less than the events' own size would need if
-        // they queued (~1 KB each in flight, more than 60 MB for this flood).
+        // Flat: past the first quarter (caches and actors warmed up), the resident
+        // memory grows by what RocksDB's write buffers take (64 MB per column family,
+        // up to two per family before a flush; the flood writes the log and the
+        // session index), far less than the flood's events would take queued
+        // (~1 KB each in memory, over 250 MB here).
         let quarter = flood_took.as_secs_f64() / 4.0;
         let warm = peaks
             .rss
@@ -159,11 +163,10 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
             warm as f64 / 1e6,
             highest as f64 / 1e6
         );
-        assert!(growth_mb < 64.0, "memory grew by {growth_mb:.0} MB during the flood");
-        drop(peaks);
+        assert!(growth_mb < 200.0, "memory grew by {growth_mb:.0} MB during the flood");
 
         // Every acknowledged event is in its session's live state ...
-        for (sid, count) in acknowledged.lock().iter() {
+        for (sid, count) in &acknowledged {
             let (state, _) = services
                 .engine
                 .read_state(LiveStateId::Session(sid.clone()))
