@@ -1,0 +1,118 @@
+//! What a tool reports: the date, machine and command of a run, and the writing of its
+//! section of BENCHMARKS.md and of its line in the document's index.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// The current UTC time as RFC 3339 to the second, for "Measured ..." lines.
+pub fn utc_now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// The command line this tool was started with.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// `"2 CPUs (model), 23.5 GiB RAM"`, from the OS.
+pub fn machine_description() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name")?.split(':').nth(1))
+        .map_or(String::new(), |model| format!(" ({})", model.trim()));
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory_kib: f64 = meminfo
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("MemTotal:")?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0);
+    format!("{cpus} CPUs{model}, {:.1} GiB RAM", memory_kib / 1024.0 / 1024.0)
+}
+
+/// Replaces the section of `document` under the line `heading` (up to the next `## `
+/// heading) with `section`, or appends `section` when there is none.
+pub fn upsert_markdown_section(document: &str, heading: &str, section: &str) -> String {
+    let (mut out, mut in_section, mut replaced) = (String::new(), false, false);
+    for line in document.split_inclusive('\n') {
+        if line.trim_end() == heading {
+            if !replaced {
+                out.push_str(section);
+                out.push('\n');
+            }
+            (in_section, replaced) = (true, true);
+        } else if in_section && line.starts_with("## ") {
+            in_section = false;
+        }
+        if !in_section {
+            out.push_str(line);
+        }
+    }
+    if !replaced {
+        out = match out.trim_end() {
+            "" => "# Benchmarks".to_string(),
+            existing => existing.to_string(),
+        };
+        out.push_str("\n\n");
+        out.push_str(section);
+    }
+    format!("{}\n", out.trim_end())
+}
+
+/// Reads `path` (empty when missing), puts `section` under `heading`, writes it back.
+pub fn write_markdown_section(path: &Path, heading: &str, section: &str) -> Result<()> {
+    let existing = std::fs::read_to_string(path).unwrap_or_default();
+    std::fs::write(path, upsert_markdown_section(&existing, heading, section))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Adds a tool to the preamble of BENCHMARKS.md (the part before the first `## `), unless
+/// present: `index_row` in its index table, its run command in the build-and-run block
+/// and its binary in a `cargo build` line that names binaries one by one.
+pub fn add_to_index(path: &Path, tool: &str, index_row: &str) -> Result<()> {
+    let document = std::fs::read_to_string(path)?;
+    let preamble_end = document
+        .match_indices("\n## ")
+        .next()
+        .map_or(document.len(), |(at, _)| at + 1);
+    let (preamble, rest) = document.split_at(preamble_end);
+    let mut lines: Vec<String> = preamble.lines().map(str::to_owned).collect();
+    if !preamble.contains(&format!("`{tool}`")) {
+        if let Some(header) = lines.iter().position(|line| line.starts_with("| section | tool |")) {
+            let mut end = header;
+            while lines.get(end + 1).is_some_and(|line| line.starts_with('|')) {
+                end += 1;
+            }
+            lines.insert(end + 1, index_row.to_string());
+        }
+    }
+    if !preamble.contains(&format!("target/release/{tool}")) {
+        if let Some(last_run) = lines.iter().rposition(|line| line.starts_with("target/release/bench-")) {
+            lines.insert(
+                last_run + 1,
+                format!("target/release/{tool} --write-markdown BENCHMARKS.md"),
+            );
+        }
+        for line in &mut lines {
+            let names_binaries = line.starts_with("cargo build --release") && !line.contains("--all-targets");
+            if names_binaries && !line.contains(tool) {
+                line.push_str(&format!(" --bin {tool}"));
+            }
+        }
+    }
+    let mut updated = lines.join("\n");
+    updated.push('\n');
+    updated.push_str(rest);
+    if updated != document {
+        std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
