@@ -36,8 +36,8 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use bench_common::{
-    command_line, generate_key, machine_description, median, percentile, server_binary, thousands, utc_now,
-    write_markdown_section, SpawnedServer, Target,
+    command_line, machine_description, median, percentile, server_binary, thousands, utc_now, write_markdown_section,
+    SpawnedServer, Target,
 };
 
 /// What the median over the runs should reach.
@@ -390,10 +390,10 @@ async fn main() -> Result<()> {
         (Some(url), Some(key)) => (None, Target::parse(url, key.clone())?, "as configured on that server"),
         _ => {
             let binary = server_binary(args.server_bin.as_ref())?;
-            let admin_key = generate_key();
-            let (server, url) = SpawnedServer::start(&binary, &admin_key, &[], &[]).await?;
-            eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
-            (Some(server), Target::parse(&url, admin_key)?, "sync")
+            let server = SpawnedServer::start(&binary, &[], &[]).await?;
+            server.announce();
+            let target = server.target()?;
+            (Some(server), target, "sync")
         }
     };
     let outcome = run_benchmark(&args, &Arc::new(target)).await;

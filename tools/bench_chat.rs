@@ -33,18 +33,14 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use bench_common::{
-    add_to_index, command_line, generate_key, machine_description, percentile, server_binary, thousands, utc_now,
-    write_markdown_section, SpawnedServer, Target,
+    add_to_index, command_line, machine_description, percentile, server_binary, thousands, utc_now,
+    write_markdown_section, SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Chat";
 /// The row of this tool in the index table at the top of BENCHMARKS.md.
 const INDEX_ROW: &str = "| Chat | `tools/bench_chat.rs` (`bench-chat`) | a chat turn's p50/p99 (no target set) |";
 const TABLE: &str = "movies";
-const RATE_LIMIT_ENV: [(&str, &str); 2] = [
-    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-];
 /// Movies per bulk upsert.
 const SETUP_BATCH: usize = 2_000;
 /// The conversations each connection runs in turn.
@@ -255,9 +251,8 @@ async fn main() -> Result<()> {
     );
     let rows = movie_rows(&args.movies)?;
     let binary = server_binary(args.server_bin.as_ref())?;
-    let key = generate_key();
-    let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
-    let target = std::sync::Arc::new(Target::parse(&url, key)?);
+    let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
+    let target = std::sync::Arc::new(server.target()?);
     let load_seconds = load_catalog(&target, &rows).await?;
     eprintln!("catalog: {} movies searchable after {load_seconds:.2} s", rows.len());
 

@@ -4,8 +4,8 @@
 //! live in `tools/bench/` and everything they export is re-exported here:
 //!
 //! - `client`: [`Target`], a keep-alive HTTP/1.1 client of one server.
-//! - `server`: [`SpawnedServer`], a `rankstream serve` on a temp dir (killed, its dir
-//!   removed, if the tool is interrupted).
+//! - `server`: [`SpawnedServer`], a `rankstream serve` on a temp dir with a generated
+//!   admin key (killed, its dir removed, if the tool is interrupted).
 //! - `stats`: percentiles, medians, thousands separators.
 //! - `cpu`: CPU times from `/proc` (a process's, the tool's own threads', steal).
 //! - `report`: the date, machine and command of a run; writing a BENCHMARKS.md section

@@ -31,8 +31,8 @@ use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use bench_common::{
-    command_line, generate_key, machine_description, percentile, server_binary, utc_now, write_markdown_section,
-    SpawnedServer, Target,
+    command_line, machine_description, percentile, server_binary, utc_now, write_markdown_section, SpawnedServer,
+    RATE_LIMIT_ENV,
 };
 use rankstream::embed::{Embedder, HashedEmbedder, MiniLmEmbedder};
 
@@ -221,13 +221,11 @@ fn batch_cost(embedder: &dyn Embedder, sentences: &[String], batches: usize) -> 
 
 async fn http_latency(args: &Args, env: &[(&str, &str)], sentences: &[String], name: &str) -> Result<(f64, f64)> {
     let binary = server_binary(args.server_binary.as_ref())?;
-    let admin_key = generate_key();
     let mut env = env.to_vec();
     // The tool's own requests must not be throttled.
-    env.push(("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"));
-    env.push(("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"));
-    let (server, url) = SpawnedServer::start(&binary, &admin_key, &[], &env).await?;
-    let target = Target::parse(&url, admin_key)?;
+    env.extend(RATE_LIMIT_ENV);
+    let server = SpawnedServer::start(&binary, &[], &env).await?;
+    let target = server.target()?;
     let mut connection = target.connect().await?;
     let mut latencies = Vec::with_capacity(args.requests);
     for i in 0..args.requests + 10 {

@@ -57,8 +57,8 @@ use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
 use bench_common::{
-    command_line, generate_key, machine_description, median, percentile, server_binary, thousands, utc_now,
-    write_markdown_section, SpawnedServer, Target,
+    command_line, machine_description, median, percentile, server_binary, thousands, utc_now, write_markdown_section,
+    SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Events: freshness and ingest";
@@ -67,11 +67,6 @@ const EVENTS_TOPIC: &str = "rankstream-events";
 const FLOOR_TOPIC: &str = "bench-floor";
 /// Only read by the second floor consumer, which is assigned to as many partitions as the server's.
 const FLOOR_TOPIC_2: &str = "bench-floor-2";
-/// Rate and burst of every key (the 1,000/s default would throttle the tool's own requests).
-const RATE_LIMIT_ENV: [(&str, &str); 2] = [
-    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-];
 /// Unmeasured round trips first (connections, actors): REST freshness, Kafka freshness.
 const REST_WARMUP: usize = 100;
 const KAFKA_WARMUP: usize = 20;
@@ -514,14 +509,7 @@ async fn produce(
 }
 
 /// Part 3 (`ingest` false) or 4 (true), each with a broker and a Kafka-enabled server of its own.
-async fn kafka_part(
-    args: &Args,
-    plan: &Plan,
-    binary: &Path,
-    key: &str,
-    ingest: bool,
-    report: &mut Report,
-) -> Result<()> {
+async fn kafka_part(args: &Args, plan: &Plan, binary: &Path, ingest: bool, report: &mut Report) -> Result<()> {
     let broker = Broker::start(&args.broker_script)?;
     let mut topics = vec![
         (EVENTS_TOPIC, SHARDS),
@@ -542,9 +530,9 @@ async fn kafka_part(
     };
     let spawned = Instant::now();
     let config_args = [OsString::from("--config"), config.into_os_string()];
-    let (server, url) = SpawnedServer::start(binary, key, &config_args, &RATE_LIMIT_ENV).await?;
+    let server = SpawnedServer::start(binary, &config_args, &RATE_LIMIT_ENV).await?;
     let startup_seconds = spawned.elapsed().as_secs_f64();
-    let target = Target::parse(&url, key.to_owned())?;
+    let target = server.target()?;
     let outcome = async {
         if let Some((produce_seconds, floor_seconds)) = backlog {
             let applied_seconds = wait_applied(&target, plan.ingest_events, spawned).await?;
@@ -915,13 +903,12 @@ async fn main() -> Result<()> {
         "--batch, --concurrency, --runs, --sessions and --users must be > 0"
     );
     let binary = server_binary(args.server_bin.as_ref())?;
-    let key = generate_key();
     let mut report = Report::default();
 
     if plan.parts[0] || plan.parts[1] {
-        let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
-        eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
-        let target = Arc::new(Target::parse(&url, key.clone())?);
+        let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
+        server.announce();
+        let target = Arc::new(server.target()?);
         let outcome = async {
             if plan.parts[0] {
                 rest_freshness(&target, plan.freshness_events, &args, &mut report).await?;
@@ -937,7 +924,7 @@ async fn main() -> Result<()> {
     }
     for (part, ingest) in [(2, false), (3, true)] {
         if plan.parts[part] {
-            kafka_part(&args, &plan, &binary, &key, ingest, &mut report).await?;
+            kafka_part(&args, &plan, &binary, ingest, &mut report).await?;
         }
     }
 

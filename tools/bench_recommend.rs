@@ -64,8 +64,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    add_to_index, command_line, generate_key, machine_description, median, own_cpu_seconds, percentile,
-    process_cpu_seconds, server_binary, thousands, utc_now, write_markdown_section, CpuTimes, SpawnedServer, Target,
+    add_to_index, command_line, machine_description, median, own_cpu_seconds, percentile, process_cpu_seconds,
+    server_binary, thousands, utc_now, write_markdown_section, CpuTimes, SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Recommend latency";
@@ -73,11 +73,6 @@ const MARKDOWN_HEADING: &str = "## Recommend latency";
 const INDEX_ROW: &str = "| Recommend latency | `tools/bench_recommend.rs` (`bench-recommend`) | >= 50% of a bare \
                          hyper server's throughput; p99 <= 2 ms at half the maximum load |";
 const TABLE: &str = "items";
-/// Rate and burst of every key (the 1,000/s default would throttle the tool's own requests).
-const RATE_LIMIT_ENV: [(&str, &str); 2] = [
-    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-];
 /// Items per catalog bulk request and events per events request during the setup.
 const SETUP_BATCH: usize = 5_000;
 /// The bare server's runtime threads (their CPU time is told apart from the client's).
@@ -1036,11 +1031,10 @@ async fn main() -> Result<()> {
         "--load-fraction must be in (0, 1]"
     );
     let binary = server_binary(args.server_bin.as_ref())?;
-    let key = generate_key();
     let mut rng = StdRng::seed_from_u64(args.seed);
 
-    let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
-    eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
+    let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
+    server.announce();
     let bare_threads = args
         .bare_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -1050,7 +1044,7 @@ async fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let outcome = async {
-        let ours = Arc::new(Target::parse(&url, key.clone())?);
+        let ours = Arc::new(server.target()?);
         create_catalog(&ours, &args, &mut rng).await?;
         post_events(&ours, &args, &mut rng).await?;
         let bodies = Arc::new(request_bodies(&args, &mut rng)?);
@@ -1061,7 +1055,7 @@ async fn main() -> Result<()> {
             snippet(example.to_string().as_bytes())
         );
         let bare_address = start_bare_server(&bare_runtime, bare_body.clone())?;
-        let bare = Arc::new(Target::parse(&format!("http://{bare_address}"), key.clone())?);
+        let bare = Arc::new(Target::parse(&format!("http://{bare_address}"), ours.key.clone())?);
         eprintln!(
             "bare hyper server at {bare_address} ({bare_threads} threads), answering {} bytes",
             bare_body.len()

@@ -41,16 +41,12 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    command_line, generate_key, machine_description, percentile, server_binary, thousands, utc_now,
-    write_markdown_section, SpawnedServer, Target,
+    command_line, machine_description, percentile, server_binary, thousands, utc_now, write_markdown_section,
+    SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Search and rerank";
 const TABLE: &str = "movies";
-const RATE_LIMIT_ENV: [(&str, &str); 2] = [
-    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-];
 const SETUP_BATCH: usize = 5_000;
 const P99_TARGET_MS: f64 = 5.0;
 const USER: &str = "bench-search-user";
@@ -501,12 +497,11 @@ async fn main() -> Result<()> {
     ensure!(args.rerank_ids <= args.items, "--rerank-ids must be <= --items");
     let movies = read_movies(&args.movies)?;
     let binary = server_binary(args.server_bin.as_ref())?;
-    let key = generate_key();
     let mut rng = StdRng::seed_from_u64(args.seed);
-    let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
-    eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
+    let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
+    server.announce();
     let outcome = async {
-        let target = Arc::new(Target::parse(&url, key.clone())?);
+        let target = Arc::new(server.target()?);
         let started = Instant::now();
         create_catalog(&target, &args, &movies, &mut rng).await?;
         let setup = format!(

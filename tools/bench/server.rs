@@ -1,7 +1,9 @@
-//! A `rankstream serve` the tool starts for itself: on a fresh temp data dir, stopped
-//! with SIGTERM when done, and killed (its temp dir removed) if the tool is interrupted.
+//! A `rankstream serve` the tool starts for itself: on a fresh temp data dir with a
+//! generated admin key, stopped with SIGTERM when done, and killed (its temp dir
+//! removed) if the tool is interrupted.
 
 use std::ffi::OsString;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::time::Duration;
@@ -9,6 +11,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use rand::Rng;
 use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::client::Target;
+
+/// Rate and burst of every key (the 1,000/s default would throttle the tool's own requests).
+pub const RATE_LIMIT_ENV: [(&str, &str); 2] = [
+    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
+    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
+];
 
 /// The rankstream binary: `explicit`, else `rankstream` next to this executable.
 pub fn server_binary(explicit: Option<&PathBuf>) -> Result<PathBuf> {
@@ -64,8 +74,14 @@ fn clean_up_on_signal() {
 pub struct SpawnedServer {
     child: tokio::process::Child,
     pid: Option<u32>,
+    /// The executable it runs.
+    binary: PathBuf,
     /// Holds `data/` and `server.log` (the server's stderr).
     pub dir: PathBuf,
+    /// `http://IP:PORT`, from its `rankstream listening on` line.
+    pub url: String,
+    /// Its RANKSTREAM_ADMIN_KEY, generated for it.
+    pub admin_key: String,
 }
 
 impl SpawnedServer {
@@ -74,15 +90,11 @@ impl SpawnedServer {
         self.pid
     }
 
-    /// Starts `binary serve --bind 127.0.0.1:0` on a fresh data dir with `admin_key` as
+    /// Starts `binary serve --bind 127.0.0.1:0` on a fresh data dir with a generated
     /// RANKSTREAM_ADMIN_KEY and durability sync, plus `extra_args` and `extra_env`, and
-    /// returns it with its `http://IP:PORT` URL (from its `rankstream listening on` line).
-    pub async fn start(
-        binary: &Path,
-        admin_key: &str,
-        extra_args: &[OsString],
-        extra_env: &[(&str, &str)],
-    ) -> Result<(SpawnedServer, String)> {
+    /// returns once it listens.
+    pub async fn start(binary: &Path, extra_args: &[OsString], extra_env: &[(&str, &str)]) -> Result<SpawnedServer> {
+        let admin_key = generate_key();
         let unique = uuid::Uuid::now_v7().simple();
         let dir = std::env::temp_dir().join(format!("rankstream-bench-{unique}"));
         std::fs::create_dir_all(&dir)?;
@@ -91,7 +103,7 @@ impl SpawnedServer {
             .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
             .arg(dir.join("data"))
             .args(extra_args)
-            .env("RANKSTREAM_ADMIN_KEY", admin_key)
+            .env("RANKSTREAM_ADMIN_KEY", &admin_key)
             .env("RANKSTREAM__STORAGE__DURABILITY", "sync")
             .envs(extra_env.iter().copied())
             .stdin(std::process::Stdio::null())
@@ -119,7 +131,29 @@ impl SpawnedServer {
             .with_context(|| format!("server not listening after 60 s; see {}", log_path.display()))??;
         // Keep draining stdout so that the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok((SpawnedServer { child, pid, dir }, url))
+        Ok(SpawnedServer {
+            child,
+            pid,
+            binary: binary.to_owned(),
+            dir,
+            url,
+            admin_key,
+        })
+    }
+
+    /// Says on stderr which binary runs where: `spawned BINARY at URL (in DIR)`.
+    pub fn announce(&self) {
+        eprintln!(
+            "spawned {} at {} (in {})",
+            self.binary.display(),
+            self.url,
+            self.dir.display()
+        );
+    }
+
+    /// The server as a target of requests with its admin key.
+    pub fn target(&self) -> Result<Target> {
+        Target::parse(&self.url, self.admin_key.clone())
     }
 
     /// SIGTERM, wait for a clean exit, remove the temp dir (kept when the exit was not clean).
@@ -138,6 +172,14 @@ impl SpawnedServer {
             eprintln!("warning: server exited with {status}; see {}", self.dir.display());
         }
         Ok(())
+    }
+
+    /// Runs `work` against the server, then stops it whether `work` succeeded or not, and
+    /// returns what `work` returned (a failed stop is reported first).
+    pub async fn stop_after<T>(self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        let outcome = work.await;
+        self.stop().await?;
+        outcome
     }
 }
 
