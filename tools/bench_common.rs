@@ -3,14 +3,17 @@
 //! included by each with `#[path = "bench_common.rs"] mod bench_common;`. Its modules
 //! live in `tools/bench/` and everything they export is re-exported here:
 //!
-//! - `client`: [`Target`], a keep-alive HTTP/1.1 client of one server.
+//! - `client`: [`Target`], a keep-alive HTTP/1.1 client of one server, and the
+//!   [`Endpoint`]s the tools send bodies to.
 //! - `server`: [`SpawnedServer`], a `rankstream serve` on a temp dir with a generated
 //!   admin key (killed, its dir removed, if the tool is interrupted).
-//! - `stats`: percentiles, medians, thousands separators.
+//! - `setup`: filling that server before the measurements (catalog upserts, events,
+//!   waiting for search) and checking the answers.
+//! - `load`: the closed and the open load loops, and what they tally.
+//! - `stats`: percentiles, medians, latencies in ms, thousands separators.
 //! - `cpu`: CPU times from `/proc` (a process's, the tool's own threads', steal).
-//! - `report`: the date, machine and command of a run; writing a BENCHMARKS.md section
-//!   and the tool's index line.
-
+//! - `report`: the head of a BENCHMARKS.md section, the targets table, writing the
+//!   section and the tool's index line.
 // Each tool uses a different part of the harness, and of the re-exports below.
 #![allow(dead_code, unused_imports)]
 
@@ -18,15 +21,21 @@
 mod client;
 #[path = "bench/cpu.rs"]
 mod cpu;
+#[path = "bench/load.rs"]
+mod load;
 #[path = "bench/report.rs"]
 mod report;
 #[path = "bench/server.rs"]
 mod server;
+#[path = "bench/setup.rs"]
+mod setup;
 #[path = "bench/stats.rs"]
 mod stats;
 
 pub use client::*;
 pub use cpu::*;
+pub use load::*;
 pub use report::*;
 pub use server::*;
+pub use setup::*;
 pub use stats::*;

@@ -1,5 +1,6 @@
 //! The load generator's HTTP side: a [`Target`] (a server's base URL and key) opens
-//! keep-alive HTTP/1.1 connections and sends authenticated requests on them.
+//! keep-alive HTTP/1.1 connections and sends authenticated requests on them; an
+//! [`Endpoint`] is where a load loop or a setup step sends its bodies.
 
 use anyhow::{ensure, Context, Result};
 use bytes::Bytes;
@@ -9,6 +10,9 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+
+/// One open keep-alive HTTP/1.1 connection, one request in flight at a time.
+pub type Connection = SendRequest<Full<Bytes>>;
 
 /// Where the requests go.
 pub struct Target {
@@ -38,7 +42,7 @@ impl Target {
     }
 
     /// Opens one HTTP/1.1 keep-alive connection.
-    pub async fn connect(&self) -> Result<SendRequest<Full<Bytes>>> {
+    pub async fn connect(&self) -> Result<Connection> {
         let stream = TcpStream::connect(&self.authority)
             .await
             .with_context(|| format!("connecting to {}", self.authority))?;
@@ -48,11 +52,20 @@ impl Target {
         Ok(sender)
     }
 
+    /// Opens `count` keep-alive connections, one after the other.
+    pub async fn connect_many(&self, count: usize) -> Result<Vec<Connection>> {
+        let mut connections = Vec::with_capacity(count);
+        for _ in 0..count {
+            connections.push(self.connect().await?);
+        }
+        Ok(connections)
+    }
+
     /// Sends one authenticated request (a body only with a content type) and returns
     /// its status and whole body.
     pub async fn send(
         &self,
-        sender: &mut SendRequest<Full<Bytes>>,
+        sender: &mut Connection,
         method: Method,
         path: &str,
         content_type: Option<&str>,
@@ -72,8 +85,50 @@ impl Target {
         Ok((status, response.into_body().collect().await?.to_bytes()))
     }
 
+    /// Sends `body` to `endpoint`.
+    pub async fn call(&self, sender: &mut Connection, endpoint: &Endpoint, body: Bytes) -> Result<(StatusCode, Bytes)> {
+        let method = endpoint.method.clone();
+        self.send(sender, method, endpoint.path, Some(endpoint.content_type), body)
+            .await
+    }
+
     /// `GET path` without a body.
-    pub async fn get(&self, sender: &mut SendRequest<Full<Bytes>>, path: &str) -> Result<(StatusCode, Bytes)> {
+    pub async fn get(&self, sender: &mut Connection, path: &str) -> Result<(StatusCode, Bytes)> {
         self.send(sender, Method::GET, path, None, Bytes::new()).await
     }
+}
+
+/// A method, a path and the content type of the bodies sent there.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub method: Method,
+    pub path: &'static str,
+    pub content_type: &'static str,
+}
+
+impl Endpoint {
+    /// `POST path` with JSON bodies.
+    pub const fn post_json(path: &'static str) -> Endpoint {
+        Endpoint {
+            method: Method::POST,
+            path,
+            content_type: "application/json",
+        }
+    }
+}
+
+/// `PUT /v1/catalog/items` with NDJSON bodies, one item a line: the bulk upsert.
+pub const CATALOG_ITEMS: Endpoint = Endpoint {
+    method: Method::PUT,
+    path: "/v1/catalog/items",
+    content_type: "application/x-ndjson",
+};
+/// `POST /v1/events` with `{"events": [...]}` or single-event bodies.
+pub const EVENTS: Endpoint = Endpoint::post_json("/v1/events");
+/// `POST /v1/search`.
+pub const SEARCH: Endpoint = Endpoint::post_json("/v1/search");
+
+/// The start of a response body, for an error message.
+pub fn snippet(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).chars().take(300).collect()
 }

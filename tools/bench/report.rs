@@ -1,5 +1,6 @@
-//! What a tool reports: the date, machine and command of a run, and the writing of its
-//! section of BENCHMARKS.md and of its line in the document's index.
+//! What a tool reports: the head of its section of BENCHMARKS.md (date, machine,
+//! command), its targets as a table and as a summary on stdout, and the writing of the
+//! section and of the tool's line in the document's index.
 
 use std::path::Path;
 
@@ -38,6 +39,70 @@ pub fn machine_description() -> String {
     format!("{cpus} CPUs{model}, {:.1} GiB RAM", memory_kib / 1024.0 / 1024.0)
 }
 
+/// The start of a tool's section: its heading, `Measured <now> with `tools/<source>`.`,
+/// and the first two list items, `- Machine:` and `- Command:` (each line ends in `\n`).
+pub fn section_head(heading: &str, source: &str) -> String {
+    format!(
+        "{heading}\n\nMeasured {} with `tools/{source}`.\n\n- Machine: {}\n- Command: `{}`\n",
+        utc_now(),
+        machine_description(),
+        command_line()
+    )
+}
+
+/// `| a | b | c |`, without a line end.
+pub fn markdown_row<S: AsRef<str>>(cells: &[S]) -> String {
+    let cells: Vec<&str> = cells.iter().map(AsRef::as_ref).collect();
+    format!("| {} |", cells.join(" | "))
+}
+
+/// One target a tool checks: what was measured, the result, the target, and whether
+/// the result met it.
+pub struct Goal {
+    pub measurement: String,
+    pub result: String,
+    pub target: &'static str,
+    pub met: bool,
+}
+
+impl Goal {
+    pub fn new(measurement: impl Into<String>, result: String, target: &'static str, met: bool) -> Goal {
+        Goal {
+            measurement: measurement.into(),
+            result,
+            target,
+            met,
+        }
+    }
+}
+
+/// The goals as a Markdown table: `| measurement | result | target | |`, a verdict of
+/// `met` or `**not met**` each.
+pub fn goals_table(goals: &[Goal]) -> String {
+    let mut out = String::from("| measurement | result | target | |\n|---|---:|---|---|\n");
+    for goal in goals {
+        let verdict = if goal.met { "met" } else { "**not met**" };
+        let cells = [goal.measurement.as_str(), &goal.result, goal.target, verdict];
+        out.push_str(&markdown_row(&cells));
+        out.push('\n');
+    }
+    out
+}
+
+/// The goals on stdout, after a `summary:` line: `  measurement: result (target …: met)`.
+pub fn print_goals(goals: &[Goal]) {
+    println!("\nsummary:");
+    for goal in goals {
+        println!(
+            "  {}: {} (target {}: {})",
+            goal.measurement,
+            goal.result,
+            goal.target,
+            if goal.met { "met" } else { "NOT met" }
+        );
+    }
+}
+
 /// Replaces the section of `document` under the line `heading` (up to the next `## `
 /// heading) with `section`, or appends `section` when there is none.
 pub fn upsert_markdown_section(document: &str, heading: &str, section: &str) -> String {
@@ -72,6 +137,23 @@ pub fn write_markdown_section(path: &Path, heading: &str, section: &str) -> Resu
     let existing = std::fs::read_to_string(path).unwrap_or_default();
     std::fs::write(path, upsert_markdown_section(&existing, heading, section))
         .with_context(|| format!("writing {}", path.display()))
+}
+
+/// A tool's line in the index of BENCHMARKS.md: its binary's name and its index table row.
+pub struct IndexEntry {
+    pub tool: &'static str,
+    pub row: &'static str,
+}
+
+/// Writes `section` under `heading` in `path`, adds the tool to the document's index
+/// when `index` is given, and says so on stdout.
+pub fn publish_section(path: &Path, heading: &str, section: &str, index: Option<&IndexEntry>) -> Result<()> {
+    write_markdown_section(path, heading, section)?;
+    if let Some(index) = index {
+        add_to_index(path, index.tool, index.row)?;
+    }
+    println!("wrote {heading:?} in {}", path.display());
+    Ok(())
 }
 
 /// Adds a tool to the preamble of BENCHMARKS.md (the part before the first `## `), unless

@@ -1,5 +1,12 @@
 //! Figures from measurements, and how the tools write them: percentiles and medians,
-//! counts with thousands separators.
+//! latencies in milliseconds, counts with thousands separators.
+
+use std::time::Instant;
+
+/// Milliseconds since `since`.
+pub fn elapsed_ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
 
 /// Nearest-rank percentile (`fraction` in 0..=1).
 pub fn percentile(values: &[f64], fraction: f64) -> f64 {
@@ -22,6 +29,11 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// The largest value; NaN when there is none.
+pub fn max(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::NAN, f64::max)
+}
+
 /// `123456.7` -> `"123,457"`.
 pub fn thousands(value: f64) -> String {
     let digits = format!("{value:.0}");
@@ -33,4 +45,36 @@ pub fn thousands(value: f64) -> String {
         out.push(digit);
     }
     out
+}
+
+/// A latency in milliseconds with three significant decimals below 10 ms: `"0.412 ms"`,
+/// `"12.34 ms"`, `"123.4 ms"`.
+pub fn ms(value: f64) -> String {
+    match value {
+        v if v < 10.0 => format!("{v:.3} ms"),
+        v if v < 100.0 => format!("{v:.2} ms"),
+        v => format!("{v:.1} ms"),
+    }
+}
+
+/// p50, p90, p99 and max of `values`, each written by `format`: the cells of a latency row.
+pub fn percentile_cells(values: &[f64], format: fn(f64) -> String) -> [String; 4] {
+    [
+        format(percentile(values, 0.5)),
+        format(percentile(values, 0.9)),
+        format(percentile(values, 0.99)),
+        format(max(values)),
+    ]
+}
+
+/// `"p50 …, p90 …, p99 …, max …"`, in [`ms`].
+pub fn summary(values: &[f64]) -> String {
+    let [p50, p90, p99, max] = percentile_cells(values, ms);
+    format!("p50 {p50}, p90 {p90}, p99 {p99}, max {max}")
+}
+
+/// `"p50 …, p99 …, max …"`, in [`ms`].
+pub fn brief_summary(values: &[f64]) -> String {
+    let (p50, p99) = (percentile(values, 0.5), percentile(values, 0.99));
+    format!("p50 {}, p99 {}, max {}", ms(p50), ms(p99), ms(max(values)))
 }
