@@ -25,6 +25,7 @@ pub struct Target {
 }
 
 impl Target {
+    /// `url` is the server's base URL (`http://host:port[/prefix]`), `key` its bearer key.
     pub fn parse(url: &str, key: String) -> Result<Target> {
         let uri: Uri = url.parse().with_context(|| format!("bad url {url:?}"))?;
         ensure!(
@@ -102,7 +103,9 @@ impl Target {
 #[derive(Clone, Debug)]
 pub struct Endpoint {
     pub method: Method,
+    /// Below the target's base path, e.g. `/v1/recommend`.
     pub path: &'static str,
+    /// The `Content-Type` of every body sent there.
     pub content_type: &'static str,
 }
 

@@ -22,6 +22,7 @@ use super::stats::elapsed_ms;
 /// Failed responses of a phase: how many, and the first one.
 #[derive(Default, Debug)]
 pub struct Failures {
+    /// Responses the check counted as failed.
     pub count: usize,
     /// `"<status>: <start of the body>"` of the first failure.
     pub first: Option<String>,
@@ -46,6 +47,7 @@ impl Failures {
 /// What a loop's check counted in the responses, on one connection or, merged, on all.
 #[derive(Default, Debug)]
 pub struct Tally {
+    /// Responses the check did not accept but let the loop go on after.
     pub failures: Failures,
     /// Result items in the responses, where the check counts them.
     pub items: usize,
@@ -79,6 +81,8 @@ pub enum Span {
 pub struct Load {
     pub target: Arc<Target>,
     pub endpoint: Endpoint,
+    /// Made before any timing; the loops take them in order (a closed loop for a span of
+    /// seconds and the open loop cycle through them).
     pub bodies: Arc<Vec<Bytes>>,
 }
 
@@ -86,8 +90,9 @@ pub struct Load {
 pub struct ClosedRun {
     /// Per request, sent -> whole response, in ms.
     pub latencies: Vec<f64>,
-    /// From the first request to the last response.
+    /// From the clock's start (every connection open) to the last response.
     pub seconds: f64,
+    /// What the check tallied, over all connections.
     pub tally: Tally,
 }
 
@@ -107,6 +112,7 @@ pub struct OpenRun {
     /// Scheduled time -> response complete, and scheduled time -> the request was sent.
     pub latencies: Vec<f64>,
     pub send_lag: Vec<f64>,
+    /// What the check tallied, over all connections.
     pub tally: Tally,
     /// The share of the machine's CPU time the hypervisor took while it ran, if known.
     pub steal: Option<f64>,

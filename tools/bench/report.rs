@@ -59,8 +59,11 @@ pub fn markdown_row<S: AsRef<str>>(cells: &[S]) -> String {
 /// One target a tool checks: what was measured, the result, the target, and whether
 /// the result met it.
 pub struct Goal {
+    /// What was measured, e.g. `non-200 responses`.
     pub measurement: String,
+    /// The measured value as the tool writes it.
     pub result: String,
+    /// The target as written in the issue, e.g. `<= 2 ms`.
     pub target: &'static str,
     pub met: bool,
 }
@@ -141,7 +144,9 @@ pub fn write_markdown_section(path: &Path, heading: &str, section: &str) -> Resu
 
 /// A tool's line in the index of BENCHMARKS.md: its binary's name and its index table row.
 pub struct IndexEntry {
+    /// The binary, e.g. `bench-chat`.
     pub tool: &'static str,
+    /// Its row of the index table: `| section | tool | what it measures |`.
     pub row: &'static str,
 }
 

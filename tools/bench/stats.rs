@@ -19,6 +19,7 @@ pub fn percentile(values: &[f64], fraction: f64) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// The middle value, or the mean of the two middle ones.
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
