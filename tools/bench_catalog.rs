@@ -22,9 +22,7 @@
 mod bench_common;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
@@ -36,8 +34,8 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use bench_common::{
-    command_line, generate_key, machine_description, median, percentile, server_binary, thousands, utc_now,
-    write_markdown_section, SpawnedServer, Target,
+    check_upserted, median, percentile, publish_section, section_head, server_binary, thousands, Load, Span,
+    SpawnedServer, Target, CATALOG_ITEMS,
 };
 
 /// What the median over the runs should reach.
@@ -46,7 +44,6 @@ const TARGET_ITEMS_PER_SEC: f64 = 50_000.0;
 const DEFAULT_BODY_LIMIT_BYTES: usize = 16 * 1024 * 1024;
 const MARKDOWN_HEADING: &str = "## Catalog bulk upsert";
 const TABLE: &str = "products";
-const BULK_PATH: &str = "/v1/catalog/items";
 
 #[derive(Parser, Debug)]
 #[command(about = "Benchmark bulk catalog upsert (PUT /v1/catalog/items, NDJSON)")]
@@ -218,68 +215,23 @@ struct RunResult {
 /// Sends all batches over `concurrency` connections and times the whole run.
 async fn timed_run(target: &Arc<Target>, batches: Vec<Batch>, concurrency: usize) -> Result<RunResult> {
     let items: usize = batches.iter().map(|batch| batch.items).sum();
-    let mut senders = Vec::new();
-    for _ in 0..concurrency.min(batches.len()) {
-        senders.push(target.connect().await?);
-    }
-    let batches = Arc::new(batches);
-    let next_batch = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut workers = tokio::task::JoinSet::new();
-    for mut sender in senders {
-        let (target, batches, next_batch) = (target.clone(), batches.clone(), next_batch.clone());
-        workers.spawn(async move {
-            let mut latencies_ms = Vec::new();
-            loop {
-                let index = next_batch.fetch_add(1, Ordering::Relaxed);
-                let Some(batch) = batches.get(index) else {
-                    return anyhow::Ok(latencies_ms);
-                };
-                let request_started = Instant::now();
-                let content_type = "application/x-ndjson";
-                let (status, response) = target
-                    .send(
-                        &mut sender,
-                        Method::PUT,
-                        BULK_PATH,
-                        Some(content_type),
-                        batch.body.clone(),
-                    )
-                    .await?;
-                latencies_ms.push(request_started.elapsed().as_secs_f64() * 1000.0);
-                check_bulk_response(status, &response, batch.items).with_context(|| format!("bulk request {index}"))?;
-            }
-        });
-    }
-    let mut latencies_ms = Vec::new();
-    // An early return drops the JoinSet, which aborts the other workers.
-    while let Some(joined) = workers.join_next().await {
-        let worker_latencies: Result<Vec<f64>> = joined?;
-        latencies_ms.extend(worker_latencies?);
-    }
-    let seconds = started.elapsed().as_secs_f64();
+    let counts: Arc<Vec<usize>> = Arc::new(batches.iter().map(|batch| batch.items).collect());
+    let load = Load {
+        target: target.clone(),
+        endpoint: CATALOG_ITEMS,
+        bodies: Arc::new(batches.into_iter().map(|batch| batch.body).collect()),
+    };
+    let run = load
+        .closed_loop(concurrency, Span::EachBodyOnce, move |index, status, response, _| {
+            check_upserted(status, response, counts[index]).with_context(|| format!("bulk request {index}"))
+        })
+        .await?;
     Ok(RunResult {
         items,
-        seconds,
-        items_per_sec: items as f64 / seconds,
-        latencies_ms,
+        seconds: run.seconds,
+        items_per_sec: items as f64 / run.seconds,
+        latencies_ms: run.latencies,
     })
-}
-
-/// Fails unless the response is 200, `failed` is empty and all items were upserted.
-fn check_bulk_response(status: StatusCode, body: &[u8], expected: usize) -> Result<()> {
-    let text = String::from_utf8_lossy(body);
-    ensure!(status == StatusCode::OK, "status {status}: {text}");
-    let json: serde_json::Value = serde_json::from_slice(body).context(text.to_string())?;
-    let failed = json["failed"]
-        .as_array()
-        .with_context(|| format!("no `failed`: {text}"))?;
-    if let Some(first) = failed.first() {
-        bail!("{} items failed, the first: {first}", failed.len());
-    }
-    let upserted = json["upserted"].as_u64().unwrap_or(0);
-    ensure!(upserted == expected as u64, "upserted {upserted} of {expected} items");
-    Ok(())
 }
 
 fn latency_summary(latencies_ms: &[f64]) -> String {
@@ -289,31 +241,25 @@ fn latency_summary(latencies_ms: &[f64]) -> String {
 
 /// The Markdown section for BENCHMARKS.md.
 fn markdown_section(args: &Args, durability: &str, runs: &[RunResult], median_rate: f64) -> String {
-    let command_line = command_line();
     let met = if median_rate >= TARGET_ITEMS_PER_SEC {
         "met"
     } else {
         "**not met**"
     };
-    let mut out = format!(
-        "{MARKDOWN_HEADING}\n\n\
-         Measured {date} with `tools/bench_catalog.rs`.\n\n\
-         - Machine: {machine}\n\
-         - Command: `{command_line}`\n\
-         - Configuration: {items} items per run, NDJSON bodies of {batch} items, {concurrency} \
+    let mut out = section_head(MARKDOWN_HEADING, "bench_catalog.rs");
+    out.push_str(&format!(
+        "- Configuration: {items} items per run, NDJSON bodies of {batch} items, {concurrency} \
          concurrent HTTP/1.1 keep-alive connections, durability {durability}, embedding dims \
          {dims}, fresh ids every run (all inserts)\n\
          - Target: median >= {target} items/s: {met}\n\n\
          | run | items | seconds | items/s | bulk request latency |\n\
          |---:|---:|---:|---:|---|\n",
-        date = utc_now(),
-        machine = machine_description(),
         items = thousands(args.items as f64),
         batch = thousands(args.batch as f64),
         concurrency = args.concurrency,
         dims = args.embedding_dims,
         target = thousands(TARGET_ITEMS_PER_SEC),
-    );
+    ));
     for (number, run) in runs.iter().enumerate() {
         out.push_str(&format!(
             "| {} | {} | {:.3} | {} | {} |\n",
@@ -386,21 +332,19 @@ async fn main() -> Result<()> {
         "--concurrency and --runs must be > 0"
     );
 
-    let (server, target, durability) = match (&args.url, &args.key) {
-        (Some(url), Some(key)) => (None, Target::parse(url, key.clone())?, "as configured on that server"),
+    let (runs, durability) = match (&args.url, &args.key) {
+        (Some(url), Some(key)) => {
+            let target = Arc::new(Target::parse(url, key.clone())?);
+            (run_benchmark(&args, &target).await?, "as configured on that server")
+        }
         _ => {
             let binary = server_binary(args.server_bin.as_ref())?;
-            let admin_key = generate_key();
-            let (server, url) = SpawnedServer::start(&binary, &admin_key, &[], &[]).await?;
-            eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
-            (Some(server), Target::parse(&url, admin_key)?, "sync")
+            let server = SpawnedServer::start(&binary, &[], &[]).await?;
+            server.announce();
+            let target = Arc::new(server.target()?);
+            (server.stop_after(run_benchmark(&args, &target)).await?, "sync")
         }
     };
-    let outcome = run_benchmark(&args, &Arc::new(target)).await;
-    if let Some(server) = server {
-        server.stop().await?;
-    }
-    let runs = outcome?;
 
     let rates: Vec<f64> = runs.iter().map(|run| run.items_per_sec).collect();
     let median_rate = median(&rates);
@@ -419,8 +363,7 @@ async fn main() -> Result<()> {
 
     if let Some(path) = &args.write_markdown {
         let section = markdown_section(&args, durability, &runs, median_rate);
-        write_markdown_section(path, MARKDOWN_HEADING, &section)?;
-        println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
+        publish_section(path, MARKDOWN_HEADING, &section, None)?;
     }
     Ok(())
 }

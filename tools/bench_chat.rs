@@ -24,27 +24,27 @@
 mod bench_common;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use bytes::Bytes;
 use clap::Parser;
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use serde_json::{json, Value};
 
 use bench_common::{
-    add_to_index, command_line, generate_key, machine_description, percentile, server_binary, thousands, utc_now,
-    write_markdown_section, SpawnedServer, Target,
+    markdown_row, on_connections, percentile_cells, publish_section, section_head, server_binary, thousands,
+    upsert_items, wait_searchable, Connection, Endpoint, Failures, IndexEntry, SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Chat";
-/// The row of this tool in the index table at the top of BENCHMARKS.md.
-const INDEX_ROW: &str = "| Chat | `tools/bench_chat.rs` (`bench-chat`) | a chat turn's p50/p99 (no target set) |";
+/// This tool's line in the index at the top of BENCHMARKS.md.
+const INDEX: IndexEntry = IndexEntry {
+    tool: "bench-chat",
+    row: "| Chat | `tools/bench_chat.rs` (`bench-chat`) | a chat turn's p50/p99 (no target set) |",
+};
 const TABLE: &str = "movies";
-const RATE_LIMIT_ENV: [(&str, &str); 2] = [
-    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-];
+const CHAT: Endpoint = Endpoint::post_json("/chat");
 /// Movies per bulk upsert.
 const SETUP_BATCH: usize = 2_000;
 /// The conversations each connection runs in turn.
@@ -105,64 +105,19 @@ fn movie_rows(path: &PathBuf) -> Result<Vec<Value>> {
     Ok(rows)
 }
 
+/// Upserts the movies and waits until search finds the last one; returns the seconds
+/// that took.
 async fn load_catalog(target: &Target, rows: &[Value]) -> Result<f64> {
     let mut sender = target.connect().await?;
     let started = Instant::now();
-    for chunk in rows.chunks(SETUP_BATCH) {
-        let body = serde_json::to_vec(chunk)?;
-        let (status, response) = target
-            .send(
-                &mut sender,
-                Method::PUT,
-                "/v1/catalog/items",
-                Some("application/json"),
-                body.into(),
-            )
-            .await?;
-        ensure!(
-            status == StatusCode::OK,
-            "catalog upsert: {status}: {}",
-            snippet(&response)
-        );
-        let json: Value = serde_json::from_slice(&response)?;
-        ensure!(
-            json["upserted"] == chunk.len(),
-            "catalog upsert: {}",
-            snippet(&response)
-        );
-    }
-    // Search is fed near-real-time: wait until the last movie is found.
+    upsert_items(target, &mut sender, rows, SETUP_BATCH).await?;
     let last = rows.last().expect("rows");
-    let body = Bytes::from(json!({"query": last["name"], "limit": 10}).to_string());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (status, response) = target
-            .send(
-                &mut sender,
-                Method::POST,
-                "/v1/search",
-                Some("application/json"),
-                body.clone(),
-            )
-            .await?;
-        let found: Value = serde_json::from_slice(&response).unwrap_or(Value::Null);
-        let searchable = status == StatusCode::OK
-            && found["items"]
-                .as_array()
-                .is_some_and(|items| items.iter().any(|item| item["id"] == last["id"]));
-        if searchable {
-            return Ok(started.elapsed().as_secs_f64());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the catalog is not searchable after 60 s: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn snippet(body: &[u8]) -> String {
-    String::from_utf8_lossy(body).chars().take(300).collect()
+    let (name, id) = (
+        last["name"].as_str().unwrap_or_default(),
+        last["id"].as_str().unwrap_or_default(),
+    );
+    wait_searchable(target, &mut sender, name, id, Duration::from_secs(60)).await?;
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// What one connection measured.
@@ -171,20 +126,19 @@ struct Measured {
     /// Per turn of a conversation (0, 1, 2): latencies in ms.
     by_turn: [Vec<f64>; 3],
     items: usize,
-    failures: usize,
-    first_failure: Option<String>,
+    /// Turns not answered with a 200 and a reply.
+    failures: Failures,
 }
 
 /// Runs conversations on one connection until `end`; turns that end before `measure_from`
 /// are not recorded.
 async fn run_connection(
     target: &Target,
-    connection: usize,
+    (connection, mut sender): (usize, Connection),
     limit: usize,
     measure_from: Instant,
     end: Instant,
 ) -> Result<Measured> {
-    let mut sender = target.connect().await?;
     let mut measured = Measured::default();
     let session = format!("bench-chat-s-{connection}");
     let mut script_index = connection;
@@ -198,23 +152,12 @@ async fn run_connection(
                 body["conversation_id"] = json!(id);
             }
             let started = Instant::now();
-            let (status, response) = target
-                .send(
-                    &mut sender,
-                    Method::POST,
-                    "/chat",
-                    Some("application/json"),
-                    body.to_string().into(),
-                )
-                .await?;
+            let (status, response) = target.call(&mut sender, &CHAT, body.to_string().into()).await?;
             let latency = started.elapsed().as_secs_f64() * 1000.0;
             let reply: Value = serde_json::from_slice(&response).unwrap_or(Value::Null);
             let valid = status == StatusCode::OK && reply["message"].as_str().is_some_and(|m| !m.is_empty());
             if !valid {
-                measured.failures += 1;
-                measured
-                    .first_failure
-                    .get_or_insert_with(|| format!("{status}: {}", snippet(&response)));
+                measured.failures.record(status, &response);
                 break;
             }
             conversation = reply["conversation_id"].as_str().map(str::to_owned);
@@ -227,6 +170,7 @@ async fn run_connection(
     Ok(measured)
 }
 
+/// A latency in ms, one decimal fewer than the other tools' (a turn takes milliseconds).
 fn ms(value: f64) -> String {
     match value {
         v if v < 10.0 => format!("{v:.2} ms"),
@@ -235,15 +179,10 @@ fn ms(value: f64) -> String {
     }
 }
 
+/// `| name | count | p50 | p90 | p99 | max |`.
 fn row(name: &str, values: &[f64]) -> String {
-    format!(
-        "| {name} | {} | {} | {} | {} | {} |",
-        thousands(values.len() as f64),
-        ms(percentile(values, 0.5)),
-        ms(percentile(values, 0.9)),
-        ms(percentile(values, 0.99)),
-        ms(values.iter().copied().fold(f64::NAN, f64::max)),
-    )
+    let [p50, p90, p99, max] = percentile_cells(values, ms);
+    markdown_row(&[name.to_owned(), thousands(values.len() as f64), p50, p90, p99, max])
 }
 
 #[tokio::main]
@@ -255,37 +194,35 @@ async fn main() -> Result<()> {
     );
     let rows = movie_rows(&args.movies)?;
     let binary = server_binary(args.server_bin.as_ref())?;
-    let key = generate_key();
-    let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
-    let target = std::sync::Arc::new(Target::parse(&url, key)?);
-    let load_seconds = load_catalog(&target, &rows).await?;
-    eprintln!("catalog: {} movies searchable after {load_seconds:.2} s", rows.len());
-
-    let measure_from = Instant::now() + Duration::from_secs_f64(args.warmup_seconds);
-    let end = measure_from + Duration::from_secs_f64(args.seconds);
-    let tasks: Vec<_> = (0..args.connections)
-        .map(|connection| {
-            let target = target.clone();
-            let limit = args.limit;
-            tokio::spawn(async move { run_connection(&target, connection, limit, measure_from, end).await })
+    let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
+    let target = Arc::new(server.target()?);
+    let work = async {
+        let load_seconds = load_catalog(&target, &rows).await?;
+        eprintln!("catalog: {} movies searchable after {load_seconds:.2} s", rows.len());
+        let connections = target.connect_many(args.connections).await?;
+        let measure_from = Instant::now() + Duration::from_secs_f64(args.warmup_seconds);
+        let end = measure_from + Duration::from_secs_f64(args.seconds);
+        on_connections(connections, |connection, sender| {
+            let (target, limit) = (target.clone(), args.limit);
+            async move { run_connection(&target, (connection, sender), limit, measure_from, end).await }
         })
-        .collect();
+        .await
+    };
+    let measured = server.stop_after(work).await?;
     let mut by_turn: [Vec<f64>; 3] = Default::default();
-    let (mut items, mut failures, mut first_failure) = (0, 0, None);
-    for task in tasks {
-        let measured = task.await??;
-        for (all, turn) in by_turn.iter_mut().zip(measured.by_turn) {
+    let (mut items, mut failures) = (0, Failures::default());
+    for connection in measured {
+        for (all, turn) in by_turn.iter_mut().zip(connection.by_turn) {
             all.extend(turn);
         }
-        items += measured.items;
-        failures += measured.failures;
-        first_failure = first_failure.or(measured.first_failure);
+        items += connection.items;
+        failures.merge(connection.failures);
     }
-    server.stop().await?;
     ensure!(
-        failures == 0,
-        "{failures} failed turns; first: {}",
-        first_failure.unwrap_or_default()
+        failures.count == 0,
+        "{} failed turns; first: {}",
+        failures.count,
+        failures.first.unwrap_or_default()
     );
     let all: Vec<f64> = by_turn.iter().flatten().copied().collect();
     ensure!(!all.is_empty(), "no turn was measured");
@@ -305,9 +242,9 @@ async fn main() -> Result<()> {
         items as f64 / all.len() as f64
     );
     if let Some(path) = &args.write_markdown {
-        let section = format!(
-            "{MARKDOWN_HEADING}\n\nMeasured {} with `tools/bench_chat.rs`.\n\n- Machine: {}\n- Command: `{}`\n\
-             - Server: `rankstream serve` spawned by the tool on a fresh data dir, durability sync, defaults (no \
+        let mut section = section_head(MARKDOWN_HEADING, "bench_chat.rs");
+        section.push_str(&format!(
+            "- Server: `rankstream serve` spawned by the tool on a fresh data dir, durability sync, defaults (no \
              LLM: replies are composed); auth rate limit raised.\n\
              - Data: {} MovieLens movies in table `{TABLE}` (title → name, genres → groups, synthetic price \
              1.00–29.99 and availability from the movie id).\n\
@@ -317,9 +254,6 @@ async fn main() -> Result<()> {
              actor, personalized search with a pool of 500, filtering, reply, and the turn persisted.\n\
              - Result: {turns_per_second:.0} turns/s, {:.1} items per turn. The machine is shared and noisy: \
              figures vary from run to run.\n\n{table}\n",
-            utc_now(),
-            machine_description(),
-            command_line(),
             thousands(rows.len() as f64),
             args.connections,
             args.seconds,
@@ -327,10 +261,8 @@ async fn main() -> Result<()> {
             SCRIPTS.len(),
             args.limit,
             items as f64 / all.len() as f64,
-        );
-        write_markdown_section(path, MARKDOWN_HEADING, &section)?;
-        add_to_index(path, "bench-chat", INDEX_ROW)?;
-        println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
+        ));
+        publish_section(path, MARKDOWN_HEADING, &section, Some(&INDEX))?;
     }
     Ok(())
 }

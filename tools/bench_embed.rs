@@ -27,17 +27,18 @@ use std::time::Instant;
 use anyhow::{ensure, Context, Result};
 use bytes::Bytes;
 use clap::Parser;
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use serde_json::{json, Value};
 
 use bench_common::{
-    command_line, generate_key, machine_description, percentile, server_binary, utc_now, write_markdown_section,
-    SpawnedServer, Target,
+    command_line, elapsed_ms, machine_description, percentile, server_binary, utc_now, write_markdown_section,
+    Endpoint, SpawnedServer, RATE_LIMIT_ENV,
 };
 use rankstream::embed::{Embedder, HashedEmbedder, MiniLmEmbedder};
 
 const MARKDOWN_HEADING: &str = "## Embeddings";
 const BATCH: usize = 32;
+const EMBED: Endpoint = Endpoint::post_json("/embed");
 
 #[derive(Parser, Debug)]
 #[command(about = "Embedding latency in process and through POST /embed")]
@@ -92,7 +93,7 @@ fn main() -> Result<()> {
         } else {
             Arc::new(HashedEmbedder::new())
         };
-        let load_ms = ms(started);
+        let load_ms = elapsed_ms(started);
         let name = embedder.name().to_owned();
         eprintln!("{name}: loaded in {load_ms:.1} ms; in-process runs");
         let (single_p50, single_p99) = single_latency(embedder.as_ref(), &sentences, args.single)?;
@@ -183,10 +184,6 @@ fn sentences(count: usize) -> Vec<String> {
         .collect()
 }
 
-fn ms(started: Instant) -> f64 {
-    started.elapsed().as_secs_f64() * 1000.0
-}
-
 fn single_latency(embedder: &dyn Embedder, sentences: &[String], calls: usize) -> Result<(f64, f64)> {
     for sentence in sentences.iter().take(10) {
         embedder.embed_texts(&[sentence])?;
@@ -196,7 +193,7 @@ fn single_latency(embedder: &dyn Embedder, sentences: &[String], calls: usize) -
         let sentence = sentences[i % sentences.len()].as_str();
         let started = Instant::now();
         let vectors = embedder.embed_texts(&[sentence])?;
-        latencies.push(ms(started));
+        latencies.push(elapsed_ms(started));
         ensure!(vectors[0].len() == embedder.dimensions(), "wrong dimensionality");
     }
     Ok((percentile(&latencies, 0.5), percentile(&latencies, 0.99)))
@@ -213,7 +210,7 @@ fn batch_cost(embedder: &dyn Embedder, sentences: &[String], batches: usize) -> 
         let chunk = &chunks[i % chunks.len()];
         let started = Instant::now();
         let vectors = embedder.embed_texts(chunk)?;
-        per_sentence.push(ms(started) / chunk.len() as f64);
+        per_sentence.push(elapsed_ms(started) / chunk.len() as f64);
         ensure!(vectors.len() == chunk.len(), "one vector per sentence");
     }
     Ok((percentile(&per_sentence, 0.5), percentile(&per_sentence, 0.99)))
@@ -221,22 +218,18 @@ fn batch_cost(embedder: &dyn Embedder, sentences: &[String], batches: usize) -> 
 
 async fn http_latency(args: &Args, env: &[(&str, &str)], sentences: &[String], name: &str) -> Result<(f64, f64)> {
     let binary = server_binary(args.server_binary.as_ref())?;
-    let admin_key = generate_key();
     let mut env = env.to_vec();
     // The tool's own requests must not be throttled.
-    env.push(("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"));
-    env.push(("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"));
-    let (server, url) = SpawnedServer::start(&binary, &admin_key, &[], &env).await?;
-    let target = Target::parse(&url, admin_key)?;
+    env.extend(RATE_LIMIT_ENV);
+    let server = SpawnedServer::start(&binary, &[], &env).await?;
+    let target = server.target()?;
     let mut connection = target.connect().await?;
     let mut latencies = Vec::with_capacity(args.requests);
     for i in 0..args.requests + 10 {
         let body = Bytes::from(serde_json::to_vec(&json!({ "text": sentences[i % sentences.len()] }))?);
         let started = Instant::now();
-        let (status, reply) = target
-            .send(&mut connection, Method::POST, "/embed", Some("application/json"), body)
-            .await?;
-        let elapsed = ms(started);
+        let (status, reply) = target.call(&mut connection, &EMBED, body).await?;
+        let elapsed = elapsed_ms(started);
         ensure!(
             status == StatusCode::OK,
             "POST /embed: {status} {}",

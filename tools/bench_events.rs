@@ -40,14 +40,13 @@ mod bench_common;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
 use clap::Parser;
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rankstream::topology::shard_for;
@@ -57,8 +56,8 @@ use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
 use bench_common::{
-    command_line, generate_key, machine_description, median, percentile, server_binary, thousands, utc_now,
-    write_markdown_section, SpawnedServer, Target,
+    brief_summary, check_accepted, elapsed_ms, goals_table, max, median, ms, percentile, print_goals, publish_section,
+    section_head, server_binary, thousands, Goal, Load, Span, SpawnedServer, Tally, Target, EVENTS, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Events: freshness and ingest";
@@ -67,11 +66,6 @@ const EVENTS_TOPIC: &str = "rankstream-events";
 const FLOOR_TOPIC: &str = "bench-floor";
 /// Only read by the second floor consumer, which is assigned to as many partitions as the server's.
 const FLOOR_TOPIC_2: &str = "bench-floor-2";
-/// Rate and burst of every key (the 1,000/s default would throttle the tool's own requests).
-const RATE_LIMIT_ENV: [(&str, &str); 2] = [
-    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-];
 /// Unmeasured round trips first (connections, actors): REST freshness, Kafka freshness.
 const REST_WARMUP: usize = 100;
 const KAFKA_WARMUP: usize = 20;
@@ -240,41 +234,6 @@ fn ids_contain(snapshot: &[u8], id: &str) -> Result<bool> {
     Ok(ids.iter().any(|known| known.as_str() == Some(id)))
 }
 
-/// Fails unless a 202 accepted all `expected` events as new ones.
-fn check_accepted(status: StatusCode, body: &[u8], expected: usize) -> Result<Value> {
-    let text = String::from_utf8_lossy(body);
-    ensure!(status == StatusCode::ACCEPTED, "status {status}: {text}");
-    let json: Value = serde_json::from_slice(body).with_context(|| text.to_string())?;
-    let all_new = json["accepted"] == expected && json["duplicates"] == 0 && json["rejected"] == json!([]);
-    ensure!(
-        all_new,
-        "{expected} new events expected: {}",
-        text.chars().take(500).collect::<String>()
-    );
-    Ok(json)
-}
-
-fn elapsed_ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
-}
-
-fn ms(value: f64) -> String {
-    match value {
-        v if v < 10.0 => format!("{v:.3} ms"),
-        v if v < 100.0 => format!("{v:.2} ms"),
-        v => format!("{v:.1} ms"),
-    }
-}
-
-fn max(values: &[f64]) -> f64 {
-    values.iter().copied().fold(f64::NAN, f64::max)
-}
-
-fn summary(values: &[f64]) -> String {
-    let (p50, p99) = (percentile(values, 0.5), percentile(values, 0.99));
-    format!("p50 {}, p99 {}, max {}", ms(p50), ms(p99), ms(max(values)))
-}
-
 /// A Markdown table of p50 / p99 / max per row.
 fn latency_table(rows: &[(&str, &[f64])]) -> String {
     let mut out = String::from("| | p50 | p99 | max |\n|---|---:|---:|---:|\n");
@@ -300,15 +259,7 @@ async fn rest_freshness(target: &Target, events: usize, args: &Args, report: &mu
         let id = uuid::Uuid::now_v7().to_string();
         let body = v1_event(&id, true, None, &sid, rng.random_range(0..20_000)).to_string();
         let posted = Instant::now();
-        let (status, response) = target
-            .send(
-                &mut sender,
-                Method::POST,
-                "/v1/events",
-                Some("application/json"),
-                body.into(),
-            )
-            .await?;
+        let (status, response) = target.call(&mut sender, &EVENTS, body.into()).await?;
         let post_ms = elapsed_ms(posted);
         let json = check_accepted(status, &response, 1).with_context(|| format!("POST of event {index}"))?;
         ensure!(json["ids"][0] == id.as_str(), "the 202 lists another id: {json}");
@@ -334,9 +285,9 @@ async fn rest_freshness(target: &Target, events: usize, args: &Args, report: &mu
     }
     println!(
         "REST freshness, {events} events: 202 -> reflected {}; first reads reflecting it: {}/{events}; POST {}",
-        summary(&report.fresh),
+        brief_summary(&report.fresh),
         report.first_read_hits,
-        summary(&report.post)
+        brief_summary(&report.post)
     );
     Ok(())
 }
@@ -349,45 +300,30 @@ async fn rest_bulk(target: &Arc<Target>, events: usize, args: &Args) -> Result<V
     for run in 1..=args.runs {
         // Fresh ids every run; the bodies are serialized before the clock starts.
         let generated: Vec<Value> = (0..events).map(|_| mixed_event(&mut rng, args.users).1).collect();
-        let bodies: Vec<(Bytes, usize)> = generated
-            .chunks(args.batch)
-            .map(|chunk| Ok((serde_json::to_vec(&json!({ "events": chunk }))?.into(), chunk.len())))
-            .collect::<Result<_>>()?;
-        let mut senders = Vec::new();
-        for _ in 0..args.concurrency.min(bodies.len()) {
-            senders.push(target.connect().await?);
-        }
-        let (bodies, next) = (Arc::new(bodies), Arc::new(AtomicUsize::new(0)));
-        let started = Instant::now();
-        let mut workers = tokio::task::JoinSet::new();
-        for mut sender in senders {
-            let (target, bodies, next) = (target.clone(), bodies.clone(), next.clone());
-            workers.spawn(async move {
-                let mut latencies = Vec::new();
-                while let Some((body, count)) = bodies.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let sent = Instant::now();
-                    let content_type = Some("application/json");
-                    let (status, response) = target
-                        .send(&mut sender, Method::POST, "/v1/events", content_type, body.clone())
-                        .await?;
-                    latencies.push(elapsed_ms(sent));
-                    check_accepted(status, &response, *count).context("bulk POST /v1/events")?;
-                }
-                anyhow::Ok(latencies)
-            });
-        }
-        let mut requests = Vec::new();
-        // An early return drops the JoinSet, which aborts the other workers.
-        while let Some(joined) = workers.join_next().await {
-            requests.extend(joined??);
-        }
-        let seconds = started.elapsed().as_secs_f64();
+        let chunks = generated.chunks(args.batch);
+        let counts: Arc<Vec<usize>> = Arc::new(chunks.clone().map(<[Value]>::len).collect());
+        let bodies = chunks
+            .map(|chunk| Ok(serde_json::to_vec(&json!({ "events": chunk }))?.into()))
+            .collect::<Result<Vec<Bytes>>>()?;
+        let load = Load {
+            target: target.clone(),
+            endpoint: EVENTS,
+            bodies: Arc::new(bodies),
+        };
+        let all_accepted = move |index: usize, status, response: &[u8], _: &mut Tally| {
+            check_accepted(status, response, counts[index]).context("bulk POST /v1/events")?;
+            Ok(())
+        };
+        let measured = load
+            .closed_loop(args.concurrency, Span::EachBodyOnce, all_accepted)
+            .await?;
+        let (seconds, requests) = (measured.seconds, measured.latencies);
         let per_sec = events as f64 / seconds;
         println!(
             "REST bulk run {run}: {} events in {seconds:.3} s = {} events/s (requests {})",
             thousands(events as f64),
             thousands(per_sec),
-            summary(&requests)
+            brief_summary(&requests)
         );
         runs.push(BulkRun {
             seconds,
@@ -514,14 +450,7 @@ async fn produce(
 }
 
 /// Part 3 (`ingest` false) or 4 (true), each with a broker and a Kafka-enabled server of its own.
-async fn kafka_part(
-    args: &Args,
-    plan: &Plan,
-    binary: &Path,
-    key: &str,
-    ingest: bool,
-    report: &mut Report,
-) -> Result<()> {
+async fn kafka_part(args: &Args, plan: &Plan, binary: &Path, ingest: bool, report: &mut Report) -> Result<()> {
     let broker = Broker::start(&args.broker_script)?;
     let mut topics = vec![
         (EVENTS_TOPIC, SHARDS),
@@ -542,10 +471,10 @@ async fn kafka_part(
     };
     let spawned = Instant::now();
     let config_args = [OsString::from("--config"), config.into_os_string()];
-    let (server, url) = SpawnedServer::start(binary, key, &config_args, &RATE_LIMIT_ENV).await?;
+    let server = SpawnedServer::start(binary, &config_args, &RATE_LIMIT_ENV).await?;
     let startup_seconds = spawned.elapsed().as_secs_f64();
-    let target = Target::parse(&url, key.to_owned())?;
-    let outcome = async {
+    let target = server.target()?;
+    let work = async {
         if let Some((produce_seconds, floor_seconds)) = backlog {
             let applied_seconds = wait_applied(&target, plan.ingest_events, spawned).await?;
             println!(
@@ -569,9 +498,8 @@ async fn kafka_part(
             kafka_freshness(&brokers, &target, messages, args, report).await?;
         }
         anyhow::Ok(())
-    }
-    .await;
-    server.stop().await?;
+    };
+    let outcome = server.stop_after(work).await;
     drop(broker);
     outcome
 }
@@ -692,7 +620,7 @@ async fn kafka_floor(
     let assigned = topics.len() * partitions.len();
     println!(
         "Kafka floor, consumer on {assigned} partition(s), {messages} messages: produce -> consumed {}",
-        summary(&floor)
+        brief_summary(&floor)
     );
     Ok((floor, acks))
 }
@@ -741,7 +669,7 @@ async fn kafka_freshness(
     }
     println!(
         "Kafka rankstream, {messages} events: produce -> state reflects it {} ({} state GETs)",
-        summary(&result.rankstream),
+        brief_summary(&result.rankstream),
         thousands(result.polls as f64)
     );
     Ok(())
@@ -749,22 +677,30 @@ async fn kafka_freshness(
 
 // ---------------------------------------------------------------- report
 
-/// One target of the issue: measurement, result, target, met.
-type Goal = (&'static str, String, &'static str, bool);
-
+/// The targets of the issue, of the parts that ran.
 fn goals(report: &Report, plan: &Plan) -> Vec<Goal> {
     let per_sec = |rate: f64| format!("{} events/s", thousands(rate));
-    let mut goals: Vec<Goal> = Vec::new();
+    let mut goals = Vec::new();
     if !report.fresh.is_empty() {
         let p99 = percentile(&report.fresh, 0.99);
-        goals.push(("REST freshness p99 (202 -> read)", ms(p99), "<= 1 ms", p99 <= 1.0));
+        goals.push(Goal::new(
+            "REST freshness p99 (202 -> read)",
+            ms(p99),
+            "<= 1 ms",
+            p99 <= 1.0,
+        ));
         let (hits, reads) = (report.first_read_hits, report.fresh.len());
         let share = format!("{:.2}%", 100.0 * hits as f64 / reads as f64);
-        goals.push(("REST first reads reflecting it", share, "100%", hits == reads));
+        goals.push(Goal::new(
+            "REST first reads reflecting it",
+            share,
+            "100%",
+            hits == reads,
+        ));
     }
     if !report.bulk_runs.is_empty() {
         let rate = median(&report.bulk_runs.iter().map(|run| run.per_sec).collect::<Vec<_>>());
-        goals.push((
+        goals.push(Goal::new(
             "REST bulk ingest, median",
             per_sec(rate),
             ">= 50,000 events/s",
@@ -773,11 +709,16 @@ fn goals(report: &Report, plan: &Plan) -> Vec<Goal> {
     }
     if !report.rankstream.is_empty() {
         let extra = percentile(&report.rankstream, 0.99) - percentile(&report.floor, 0.99);
-        goals.push(("Kafka freshness p99 - floor p99", ms(extra), "<= 2 ms", extra <= 2.0));
+        goals.push(Goal::new(
+            "Kafka freshness p99 - floor p99",
+            ms(extra),
+            "<= 2 ms",
+            extra <= 2.0,
+        ));
     }
     if let Some(ingest) = &report.kafka_ingest {
         let rate = plan.ingest_events as f64 / ingest.applied_seconds;
-        goals.push((
+        goals.push(Goal::new(
             "Kafka ingest (spawn -> applied)",
             per_sec(rate),
             ">= 100,000 events/s",
@@ -788,26 +729,19 @@ fn goals(report: &Report, plan: &Plan) -> Vec<Goal> {
 }
 
 fn markdown_section(args: &Args, plan: &Plan, report: &Report) -> String {
-    let mut out = format!(
-        "{MARKDOWN_HEADING}\n\nMeasured {} with `tools/bench_events.rs`.\n\n- Machine: {}\n- Command: `{}`\n\
-         - Server: `rankstream serve` spawned by the tool on a fresh data dir, durability sync, 8 shards, engine \
+    let mut out = section_head(MARKDOWN_HEADING, "bench_events.rs");
+    out.push_str(&format!(
+        "- Server: `rankstream serve` spawned by the tool on a fresh data dir, durability sync, 8 shards, engine \
          defaults; auth rate limit and burst raised to {}/s (the tool's own requests exceed the 1,000/s default). \
          Parts 1-2: Kafka off. Parts 3 and 4: each a tansu 0.6 broker (sqlite storage) and a server of its own, \
          started by the tool on 127.0.0.1, topics rankstream-events and rankstream-engagement (8 partitions), \
          rankstream-dead-letter (1), bench-floor and bench-floor-2 (8, part 3); the server's `--config` sets \
          `[kafka] enabled = true` and the brokers, other Kafka settings at their defaults (batch_wait_ms 1, max_batch 5000, consumer \
          fetch.wait.max.ms 10).\n\
-         - Client: the tool itself, on the same machine as the server and the broker (they share its CPUs).\n\n\
-         | measurement | result | target | |\n|---|---:|---|---|\n",
-        utc_now(),
-        machine_description(),
-        command_line(),
+         - Client: the tool itself, on the same machine as the server and the broker (they share its CPUs).\n\n",
         thousands(RATE_LIMIT_ENV[0].1.parse().unwrap_or(f64::NAN)),
-    );
-    for (name, result, target, met) in goals(report, plan) {
-        let verdict = if met { "met" } else { "**not met**" };
-        out.push_str(&format!("| {name} | {result} | {target} | {verdict} |\n"));
-    }
+    ));
+    out.push_str(&goals_table(&goals(report, plan)));
     if !report.fresh.is_empty() {
         let r = report;
         let (hits, reads) = (thousands(r.first_read_hits as f64), thousands(r.fresh.len() as f64));
@@ -915,14 +849,13 @@ async fn main() -> Result<()> {
         "--batch, --concurrency, --runs, --sessions and --users must be > 0"
     );
     let binary = server_binary(args.server_bin.as_ref())?;
-    let key = generate_key();
     let mut report = Report::default();
 
     if plan.parts[0] || plan.parts[1] {
-        let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
-        eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
-        let target = Arc::new(Target::parse(&url, key.clone())?);
-        let outcome = async {
+        let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
+        server.announce();
+        let target = Arc::new(server.target()?);
+        let work = async {
             if plan.parts[0] {
                 rest_freshness(&target, plan.freshness_events, &args, &mut report).await?;
             }
@@ -930,27 +863,18 @@ async fn main() -> Result<()> {
                 report.bulk_runs = rest_bulk(&target, plan.bulk_events, &args).await?;
             }
             anyhow::Ok(())
-        }
-        .await;
-        server.stop().await?;
-        outcome?;
+        };
+        server.stop_after(work).await?;
     }
     for (part, ingest) in [(2, false), (3, true)] {
         if plan.parts[part] {
-            kafka_part(&args, &plan, &binary, &key, ingest, &mut report).await?;
+            kafka_part(&args, &plan, &binary, ingest, &mut report).await?;
         }
     }
 
-    println!("\nsummary:");
-    for (name, result, target, met) in goals(&report, &plan) {
-        println!(
-            "  {name}: {result} (target {target}: {})",
-            if met { "met" } else { "NOT met" }
-        );
-    }
+    print_goals(&goals(&report, &plan));
     if let Some(path) = &args.write_markdown {
-        write_markdown_section(path, MARKDOWN_HEADING, &markdown_section(&args, &plan, &report))?;
-        println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
+        publish_section(path, MARKDOWN_HEADING, &markdown_section(&args, &plan, &report), None)?;
     }
     Ok(())
 }

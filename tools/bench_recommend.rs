@@ -45,9 +45,8 @@ mod bench_common;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
@@ -56,7 +55,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rand::rngs::StdRng;
 use rand::seq::index::sample;
@@ -64,20 +63,20 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    add_to_index, command_line, generate_key, machine_description, median, own_cpu_seconds, percentile,
-    process_cpu_seconds, server_binary, thousands, utc_now, write_markdown_section, CpuTimes, SpawnedServer, Target,
+    count_non_200, goals_table, median, ms, own_cpu_seconds, percentile, percentile_cells, post_events, print_goals,
+    process_cpu_seconds, publish_section, section_head, server_binary, snippet, summary, thousands, upsert_items,
+    ClosedRun, Endpoint, Failures, Goal, IndexEntry, Load, OpenRun, Span, SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Recommend latency";
-/// The row of this tool in the index table at the top of BENCHMARKS.md.
-const INDEX_ROW: &str = "| Recommend latency | `tools/bench_recommend.rs` (`bench-recommend`) | >= 50% of a bare \
-                         hyper server's throughput; p99 <= 2 ms at half the maximum load |";
+/// This tool's line in the index at the top of BENCHMARKS.md.
+const INDEX: IndexEntry = IndexEntry {
+    tool: "bench-recommend",
+    row: "| Recommend latency | `tools/bench_recommend.rs` (`bench-recommend`) | >= 50% of a bare hyper server's \
+          throughput; p99 <= 2 ms at half the maximum load |",
+};
 const TABLE: &str = "items";
-/// Rate and burst of every key (the 1,000/s default would throttle the tool's own requests).
-const RATE_LIMIT_ENV: [(&str, &str); 2] = [
-    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-];
+const RECOMMEND: Endpoint = Endpoint::post_json("/v1/recommend");
 /// Items per catalog bulk request and events per events request during the setup.
 const SETUP_BATCH: usize = 5_000;
 /// The bare server's runtime threads (their CPU time is told apart from the client's).
@@ -143,71 +142,11 @@ struct Args {
     write_markdown: Option<PathBuf>,
 }
 
-// ---------------------------------------------------------------- helpers
+// ---------------------------------------------------------------- setup
 
 fn item_id(index: usize) -> String {
     format!("item-{index:05}")
 }
-
-fn elapsed_ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1000.0
-}
-
-/// A steal share as a percentage, or "n/a" where `/proc/stat` could not be read.
-fn steal(share: Option<f64>) -> String {
-    share.map_or("n/a".to_string(), |share| format!("{:.1}%", share * 100.0))
-}
-
-fn ms(value: f64) -> String {
-    match value {
-        v if v < 10.0 => format!("{v:.3} ms"),
-        v if v < 100.0 => format!("{v:.2} ms"),
-        v => format!("{v:.1} ms"),
-    }
-}
-
-fn max(values: &[f64]) -> f64 {
-    values.iter().copied().fold(f64::NAN, f64::max)
-}
-
-fn summary(values: &[f64]) -> String {
-    format!(
-        "p50 {}, p90 {}, p99 {}, max {}",
-        ms(percentile(values, 0.5)),
-        ms(percentile(values, 0.9)),
-        ms(percentile(values, 0.99)),
-        ms(max(values))
-    )
-}
-
-fn snippet(body: &[u8]) -> String {
-    String::from_utf8_lossy(body).chars().take(300).collect()
-}
-
-/// Non-200 responses of a phase: how many, and the first one.
-#[derive(Default)]
-struct Failures {
-    count: usize,
-    first: Option<String>,
-}
-
-impl Failures {
-    fn record(&mut self, status: StatusCode, body: &[u8]) {
-        self.count += 1;
-        if self.first.is_none() {
-            self.first = Some(format!("{status}: {}", snippet(body)));
-        }
-    }
-
-    fn merge(&mut self, other: Failures) {
-        self.count += other.count;
-        if self.first.is_none() {
-            self.first = other.first;
-        }
-    }
-}
-
-// ---------------------------------------------------------------- setup
 
 async fn create_catalog(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
     const GROUPS: [&str; 12] = [
@@ -238,48 +177,25 @@ async fn create_catalog(target: &Target, args: &Args, rng: &mut StdRng) -> Resul
     ];
     let mut sender = target.connect().await?;
     let started = Instant::now();
-    for first in (0..args.items).step_by(SETUP_BATCH) {
-        let last = (first + SETUP_BATCH).min(args.items);
-        let mut body = String::new();
-        for index in first..last {
+    let items: Vec<Value> = (0..args.items)
+        .map(|index| {
             let (group_count, tag_count) = (rng.random_range(1..=2), rng.random_range(1..=3));
             let groups: Vec<&str> = sample(rng, GROUPS.len(), group_count)
                 .iter()
                 .map(|g| GROUPS[g])
                 .collect();
             let tags: Vec<&str> = sample(rng, TAGS.len(), tag_count).iter().map(|t| TAGS[t]).collect();
-            let item = json!({
+            json!({
                 "id": item_id(index),
                 "_table": TABLE,
                 "name": format!("Bench item {index}"),
                 "groups": groups,
                 "tags": tags,
                 "price": (rng.random_range(500..50_000) as f64) / 100.0,
-            });
-            body.push_str(&item.to_string());
-            body.push('\n');
-        }
-        let (status, response) = target
-            .send(
-                &mut sender,
-                Method::PUT,
-                "/v1/catalog/items",
-                Some("application/x-ndjson"),
-                body.into(),
-            )
-            .await?;
-        ensure!(
-            status == StatusCode::OK,
-            "catalog upsert: {status}: {}",
-            snippet(&response)
-        );
-        let json: Value = serde_json::from_slice(&response)?;
-        ensure!(
-            json["upserted"] == last - first && json["failed"] == json!([]),
-            "catalog upsert of items {first}..{last}: {}",
-            snippet(&response)
-        );
-    }
+            })
+        })
+        .collect();
+    upsert_items(target, &mut sender, &items, SETUP_BATCH).await?;
     eprintln!(
         "catalog: {} items in {:.2} s",
         thousands(args.items as f64),
@@ -294,7 +210,7 @@ fn user(index: usize) -> (String, String) {
 
 /// `--events-per-user` events for every user and its session (60% views, 40% clicks), with
 /// timestamps of the last few minutes in order, posted in bodies of `SETUP_BATCH`.
-async fn post_events(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
+async fn create_live_state(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
     let now = chrono::Utc::now();
     let mut events = Vec::new();
     for index in 0..args.users {
@@ -318,30 +234,7 @@ async fn post_events(target: &Target, args: &Args, rng: &mut StdRng) -> Result<(
     }
     let mut sender = target.connect().await?;
     let started = Instant::now();
-    for chunk in events.chunks(SETUP_BATCH) {
-        let body = serde_json::to_vec(&json!({ "events": chunk }))?;
-        let (status, response) = target
-            .send(
-                &mut sender,
-                Method::POST,
-                "/v1/events",
-                Some("application/json"),
-                body.into(),
-            )
-            .await?;
-        ensure!(
-            status == StatusCode::ACCEPTED,
-            "events: {status}: {}",
-            snippet(&response)
-        );
-        let json: Value = serde_json::from_slice(&response)?;
-        ensure!(
-            json["accepted"] == chunk.len() && json["duplicates"] == 0 && json["rejected"] == json!([]),
-            "{} new events expected: {}",
-            chunk.len(),
-            snippet(&response)
-        );
-    }
+    post_events(target, &mut sender, &events, SETUP_BATCH).await?;
     eprintln!(
         "events: {} for {} users and sessions in {:.2} s (applied: the 202 follows the apply)",
         thousands(events.len() as f64),
@@ -379,15 +272,7 @@ async fn sample_responses(target: &Target, bodies: &[Bytes], args: &Args) -> Res
     let mut sender = target.connect().await?;
     let (mut lengths, mut example) = (Vec::new(), Value::Null);
     for body in bodies.iter().take(SIZE_SAMPLES) {
-        let (status, response) = target
-            .send(
-                &mut sender,
-                Method::POST,
-                "/v1/recommend",
-                Some("application/json"),
-                body.clone(),
-            )
-            .await?;
+        let (status, response) = target.call(&mut sender, &RECOMMEND, body.clone()).await?;
         ensure!(
             status == StatusCode::OK,
             "recommend with model {:?}: {status}: {}",
@@ -452,8 +337,9 @@ fn start_bare_server(runtime: &tokio::runtime::Runtime, body: Bytes) -> Result<S
     Ok(address)
 }
 
-// ---------------------------------------------------------------- closed loop
+// ---------------------------------------------------------------- closed-loop rounds
 
+/// One closed-loop round on one target.
 struct Round {
     requests: usize,
     seconds: f64,
@@ -507,174 +393,6 @@ impl CpuUse {
     }
 }
 
-/// `connections` keep-alive connections, one request in flight each, for `seconds`.
-async fn closed_loop(
-    target: &Arc<Target>,
-    bodies: &Arc<Vec<Bytes>>,
-    connections: usize,
-    seconds: f64,
-    failures: &mut Failures,
-) -> Result<Round> {
-    let mut senders = Vec::new();
-    for _ in 0..connections {
-        senders.push(target.connect().await?);
-    }
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(seconds);
-    let mut workers = tokio::task::JoinSet::new();
-    for mut sender in senders {
-        let (target, bodies, next) = (target.clone(), bodies.clone(), next.clone());
-        workers.spawn(async move {
-            let (mut latencies, mut failures) = (Vec::new(), Failures::default());
-            while Instant::now() < deadline {
-                let body = bodies[next.fetch_add(1, Ordering::Relaxed) % bodies.len()].clone();
-                let sent = Instant::now();
-                let (status, response) = target
-                    .send(
-                        &mut sender,
-                        Method::POST,
-                        "/v1/recommend",
-                        Some("application/json"),
-                        body,
-                    )
-                    .await?;
-                latencies.push(elapsed_ms(sent));
-                if status != StatusCode::OK {
-                    failures.record(status, &response);
-                }
-            }
-            anyhow::Ok((latencies, failures))
-        });
-    }
-    let mut latencies = Vec::new();
-    // An early return drops the JoinSet, which aborts the other workers.
-    while let Some(joined) = workers.join_next().await {
-        let (worker_latencies, worker_failures) = joined??;
-        latencies.extend(worker_latencies);
-        failures.merge(worker_failures);
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    Ok(Round {
-        requests: latencies.len(),
-        seconds,
-        per_sec: latencies.len() as f64 / seconds,
-        latencies,
-        cpu: None,
-    })
-}
-
-// ---------------------------------------------------------------- open loop
-
-struct OpenLoop {
-    rate: f64,
-    /// Completed requests / (last completion - first scheduled time).
-    achieved: f64,
-    /// Scheduled time -> response complete, and scheduled time -> the request was sent.
-    latencies: Vec<f64>,
-    send_lag: Vec<f64>,
-    failures: Failures,
-    /// The share of the machine's CPU time the hypervisor took while it ran, if known.
-    steal: Option<f64>,
-}
-
-/// Requests scheduled at `rate` for `seconds`, each handed to the first free of
-/// `connections` (or, when all are busy, to the next one freed); latency from the
-/// scheduled time.
-///
-/// A thread of its own paces the schedule (its sleeps are precise to tens of µs, the
-/// runtime's timer only to the millisecond) and hands each request straight to one idle
-/// connection's task: one wake-up per request, so that the load generator itself adds
-/// little to what it measures on a machine it shares with the server.
-async fn open_loop(
-    target: &Arc<Target>,
-    bodies: &Arc<Vec<Bytes>>,
-    connections: usize,
-    rate: f64,
-    seconds: f64,
-) -> Result<OpenLoop> {
-    let total = (rate * seconds).round() as usize;
-    let (idle, idle_connections) = std::sync::mpsc::channel::<usize>();
-    let mut jobs = Vec::new();
-    let mut workers = tokio::task::JoinSet::new();
-    for connection in 0..connections {
-        let mut sender = target.connect().await?;
-        let (job_sender, mut job_receiver) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
-        jobs.push(job_sender);
-        let (target, bodies, idle) = (target.clone(), bodies.clone(), idle.clone());
-        idle.send(connection)?;
-        workers.spawn(async move {
-            let (mut latencies, mut send_lag, mut failures) = (Vec::new(), Vec::new(), Failures::default());
-            while let Some((index, scheduled)) = job_receiver.recv().await {
-                let body = bodies[index % bodies.len()].clone();
-                send_lag.push((Instant::now() - scheduled).as_secs_f64() * 1000.0);
-                let (status, response) = target
-                    .send(
-                        &mut sender,
-                        Method::POST,
-                        "/v1/recommend",
-                        Some("application/json"),
-                        body,
-                    )
-                    .await?;
-                latencies.push((Instant::now() - scheduled).as_secs_f64() * 1000.0);
-                if status != StatusCode::OK {
-                    failures.record(status, &response);
-                }
-                // The dispatcher is gone once every request is handed out.
-                let _ = idle.send(connection);
-            }
-            anyhow::Ok((latencies, send_lag, failures))
-        });
-    }
-    drop(idle);
-    let cpu_before = CpuTimes::now();
-    let start = Instant::now() + Duration::from_millis(20);
-    let dispatcher = std::thread::spawn(move || {
-        for index in 0..total {
-            let scheduled = start + Duration::from_secs_f64(index as f64 / rate);
-            let now = Instant::now();
-            if scheduled > now {
-                std::thread::sleep(scheduled - now);
-            }
-            let Ok(connection) = idle_connections.recv() else {
-                return;
-            };
-            if jobs[connection].send((index, scheduled)).is_err() {
-                return;
-            }
-        }
-    });
-    let mut result = OpenLoop {
-        rate,
-        achieved: 0.0,
-        latencies: Vec::new(),
-        send_lag: Vec::new(),
-        failures: Failures::default(),
-        steal: None,
-    };
-    while let Some(joined) = workers.join_next().await {
-        let (latencies, send_lag, failures) = joined??;
-        result.latencies.extend(latencies);
-        result.send_lag.extend(send_lag);
-        result.failures.merge(failures);
-    }
-    let seconds = (Instant::now() - start).as_secs_f64();
-    dispatcher
-        .join()
-        .map_err(|_| anyhow::anyhow!("the dispatcher thread panicked"))?;
-    result.achieved = result.latencies.len() as f64 / seconds;
-    result.steal = cpu_before
-        .zip(CpuTimes::now())
-        .map(|(before, after)| before.steal_share(after));
-    ensure!(
-        result.latencies.len() == total,
-        "{} of {total} requests answered",
-        result.latencies.len()
-    );
-    Ok(result)
-}
-
 // ---------------------------------------------------------------- report
 
 struct Report {
@@ -682,9 +400,9 @@ struct Report {
     bare_bytes: usize,
     bare_rounds: Vec<Round>,
     ours_rounds: Vec<Round>,
-    ours_latency: OpenLoop,
-    bare_latency: OpenLoop,
-    /// Non-200s of the closed-loop phase, per target (the open loop's are in `OpenLoop`).
+    ours_latency: OpenRun,
+    bare_latency: OpenRun,
+    /// Non-200s of the closed-loop phase, per target (the open loop's are in `OpenRun`).
     bare_failures: Failures,
     ours_failures: Failures,
     bare_threads: usize,
@@ -737,33 +455,31 @@ impl Report {
     fn non_200(&self) -> usize {
         self.bare_failures.count
             + self.ours_failures.count
-            + self.ours_latency.failures.count
-            + self.bare_latency.failures.count
+            + self.ours_latency.tally.failures.count
+            + self.bare_latency.tally.failures.count
     }
 }
 
-/// One target of the issue: measurement, result, target, met.
-type Goal = (String, String, &'static str, bool);
-
+/// The targets of the issue, measured.
 fn goals(report: &Report, args: &Args) -> Vec<Goal> {
     let ratio = report.ratio();
     let p99 = percentile(&report.ours_latency.latencies, 0.99);
     let share = args.load_fraction * 100.0;
     vec![
-        (
-            "throughput, rankstream / bare hyper (medians)".to_string(),
+        Goal::new(
+            "throughput, rankstream / bare hyper (medians)",
             format!("{:.1}%", ratio * 100.0),
             ">= 50%",
             ratio >= RATIO_TARGET,
         ),
-        (
+        Goal::new(
             format!("rankstream p99 at {share:.0}% of its maximum"),
             ms(p99),
             "<= 2 ms",
             p99 <= P99_TARGET_MS,
         ),
-        (
-            "non-200 responses".to_string(),
+        Goal::new(
+            "non-200 responses",
             thousands(report.non_200() as f64),
             "0",
             report.non_200() == 0,
@@ -797,9 +513,9 @@ fn markdown_section(args: &Args, report: &Report) -> String {
         Report::median_rate(&report.ours_rounds),
         Report::median_rate(&report.bare_rounds),
     );
-    let mut out = format!(
-        "{MARKDOWN_HEADING}\n\nMeasured {} with `tools/bench_recommend.rs`.\n\n- Machine: {}\n- Command: `{}`\n\
-         - Server: `rankstream serve` spawned by the tool on a fresh data dir, durability sync, 8 shards, engine \
+    let mut out = section_head(MARKDOWN_HEADING, "bench_recommend.rs");
+    out.push_str(&format!(
+        "- Server: `rankstream serve` spawned by the tool on a fresh data dir, durability sync, 8 shards, engine \
          defaults; auth rate limit and burst raised to {}/s (the tool's own requests exceed the 1,000/s default).\n\
          - Data: {} catalog items in table `{TABLE}` (name, groups, tags, price); {} users, one session each, \
          {} click/view events per user and session posted before the measurements (live state).\n\
@@ -809,11 +525,7 @@ fn markdown_section(args: &Args, report: &Report) -> String {
          - Bare server: hyper 1.x HTTP/1.1 in the tool's process on a runtime of its own ({} worker threads), \
          TCP_NODELAY; reads each request body to its end, answers 200 with a constant JSON of {} bytes; it gets \
          the identical request bodies.\n\
-         - Client: the tool itself, on the same machine as both servers (they share its CPUs).\n\n\
-         | measurement | result | target | |\n|---|---:|---|---|\n",
-        utc_now(),
-        machine_description(),
-        command_line(),
+         - Client: the tool itself, on the same machine as both servers (they share its CPUs).\n\n",
         thousands(RATE_LIMIT_ENV[0].1.parse().unwrap_or(f64::NAN)),
         thousands(args.items as f64),
         thousands(args.users as f64),
@@ -824,11 +536,8 @@ fn markdown_section(args: &Args, report: &Report) -> String {
         report.response_bytes,
         report.bare_threads,
         report.bare_bytes,
-    );
-    for (name, result, target, met) in goals(report, args) {
-        let verdict = if met { "met" } else { "**not met**" };
-        out.push_str(&format!("| {name} | {result} | {target} | {verdict} |\n"));
-    }
+    ));
+    out.push_str(&goals_table(&goals(report, args)));
     out.push_str(&format!(
         "\n### Maximum throughput\n\nClosed loop: {} keep-alive connections, one request in flight on each, \
          {} s per round after {} s of unmeasured load on each target; rounds alternate bare, rankstream, bare, \
@@ -879,16 +588,12 @@ fn markdown_section(args: &Args, report: &Report) -> String {
         args.latency_connections,
     ));
     for (name, run) in [("rankstream", ours), ("bare hyper", bare)] {
-        let values = &run.latencies;
+        let [p50, p90, p99, max] = percentile_cells(&run.latencies, ms);
         out.push_str(&format!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            thousands(values.len() as f64),
+            "| {name} | {} | {} | {p50} | {p90} | {p99} | {max} | {} | {} | {} |\n",
+            thousands(run.latencies.len() as f64),
             thousands(run.achieved),
-            ms(percentile(values, 0.5)),
-            ms(percentile(values, 0.9)),
-            ms(percentile(values, 0.99)),
-            ms(max(values)),
-            run.failures.count,
+            run.tally.failures.count,
             ms(percentile(&run.send_lag, 0.99)),
             steal(run.steal),
         ));
@@ -910,51 +615,81 @@ fn markdown_section(args: &Args, report: &Report) -> String {
     out
 }
 
+/// A steal share as a percentage, or "n/a" where `/proc/stat` could not be read.
+fn steal(share: Option<f64>) -> String {
+    share.map_or("n/a".to_string(), |share| format!("{:.1}%", share * 100.0))
+}
+
 // ---------------------------------------------------------------- main
 
-fn print_latency(name: &str, run: &OpenLoop) {
+fn print_latency(name: &str, run: &OpenRun) {
     println!(
         "latency {name} at {} req/s: {} requests ({} req/s achieved): {}; non-200 {}; send lag p99 {}; CPU steal {}",
         thousands(run.rate),
         thousands(run.latencies.len() as f64),
         thousands(run.achieved),
         summary(&run.latencies),
-        run.failures.count,
+        run.tally.failures.count,
         ms(percentile(&run.send_lag, 0.99)),
         steal(run.steal),
     );
 }
 
+/// One closed-loop round of `load` for `span_seconds`, with the CPU time per request it
+/// cost; its non-200s are added to `failures`.
+async fn round(
+    load: &Load,
+    args: &Args,
+    span_seconds: f64,
+    (is_bare, server_pid): (bool, Option<u32>),
+    failures: &mut Failures,
+) -> Result<Round> {
+    let before = CpuUse::now(server_pid);
+    let ClosedRun {
+        latencies,
+        seconds,
+        tally,
+    } = load
+        .closed_loop(args.connections, Span::Seconds(span_seconds), count_non_200)
+        .await?;
+    let requests = latencies.len();
+    let cpu = before
+        .zip(CpuUse::now(server_pid))
+        .map(|(before, after)| before.per_request(after, is_bare, requests));
+    failures.merge(tally.failures);
+    Ok(Round {
+        requests,
+        seconds,
+        per_sec: requests as f64 / seconds,
+        latencies,
+        cpu,
+    })
+}
+
 async fn measure(
     args: &Args,
-    ours: &Arc<Target>,
-    bare: &Arc<Target>,
-    bodies: &Arc<Vec<Bytes>>,
+    ours: &Load,
+    bare: &Load,
     (response_bytes, bare_bytes, bare_threads): (usize, usize, usize),
     server_pid: Option<u32>,
 ) -> Result<Report> {
     let (mut bare_failures, mut ours_failures) = (Failures::default(), Failures::default());
-    for (name, target, failures) in [
-        ("bare", bare, &mut bare_failures),
-        ("rankstream", ours, &mut ours_failures),
+    for (name, load, is_bare, failures) in [
+        ("bare", bare, true, &mut bare_failures),
+        ("rankstream", ours, false, &mut ours_failures),
     ] {
-        let warmup = closed_loop(target, bodies, args.connections, args.warmup_seconds, failures).await?;
+        let warmup = round(load, args, args.warmup_seconds, (is_bare, server_pid), failures).await?;
         eprintln!("warm-up {name}: {} req/s", thousands(warmup.per_sec));
     }
     let (mut bare_rounds, mut ours_rounds) = (Vec::new(), Vec::new());
-    for round in 1..=args.rounds {
-        for (name, target, failures, rounds) in [
-            ("bare hyper", bare, &mut bare_failures, &mut bare_rounds),
-            ("rankstream", ours, &mut ours_failures, &mut ours_rounds),
+    for number in 1..=args.rounds {
+        for (name, load, is_bare, failures, rounds) in [
+            ("bare hyper", bare, true, &mut bare_failures, &mut bare_rounds),
+            ("rankstream", ours, false, &mut ours_failures, &mut ours_rounds),
         ] {
-            let before = CpuUse::now(server_pid);
-            let mut result = closed_loop(target, bodies, args.connections, args.seconds, failures).await?;
-            let is_bare = Arc::ptr_eq(target, bare);
-            result.cpu = before
-                .zip(CpuUse::now(server_pid))
-                .map(|(before, after)| before.per_request(after, is_bare, result.requests));
+            let result = round(load, args, args.seconds, (is_bare, server_pid), failures).await?;
             println!(
-                "round {round} {name}: {} requests in {:.2} s = {} req/s ({}){}",
+                "round {number} {name}: {} requests in {:.2} s = {} req/s ({}){}",
                 thousands(result.requests as f64),
                 result.seconds,
                 thousands(result.per_sec),
@@ -981,12 +716,12 @@ async fn measure(
     let rate = ours_max * args.load_fraction;
     ensure!(rate > 0.0, "no rankstream throughput to take a fraction of");
     let (n, seconds) = (args.latency_connections, args.latency_seconds);
-    let ours_latency = open_loop(ours, bodies, n, rate, seconds).await?;
+    let ours_latency = ours.open_loop(n, rate, seconds, count_non_200).await?;
     print_latency("rankstream", &ours_latency);
-    let bare_latency = open_loop(bare, bodies, n, rate, seconds).await?;
+    let bare_latency = bare.open_loop(n, rate, seconds, count_non_200).await?;
     print_latency("bare hyper", &bare_latency);
     // Optional: a server binary from before /v1/admin/stats had request times can still be measured.
-    let server_times = match ServerTimes::read(ours).await {
+    let server_times = match ServerTimes::read(&ours.target).await {
         Ok(times) => {
             println!(
                 "rankstream's own time per recommend (/v1/admin/stats, all phases), {}",
@@ -1036,11 +771,11 @@ async fn main() -> Result<()> {
         "--load-fraction must be in (0, 1]"
     );
     let binary = server_binary(args.server_bin.as_ref())?;
-    let key = generate_key();
     let mut rng = StdRng::seed_from_u64(args.seed);
 
-    let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
-    eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
+    let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
+    server.announce();
+    let (ours, server_pid) = (Arc::new(server.target()?), server.pid());
     let bare_threads = args
         .bare_threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -1049,10 +784,9 @@ async fn main() -> Result<()> {
         .thread_name(BARE_THREAD_NAME)
         .enable_all()
         .build()?;
-    let outcome = async {
-        let ours = Arc::new(Target::parse(&url, key.clone())?);
+    let work = async {
         create_catalog(&ours, &args, &mut rng).await?;
-        post_events(&ours, &args, &mut rng).await?;
+        create_live_state(&ours, &args, &mut rng).await?;
         let bodies = Arc::new(request_bodies(&args, &mut rng)?);
         let (response_bytes, example) = sample_responses(&ours, &bodies, &args).await?;
         let bare_body = padded_json(response_bytes);
@@ -1061,39 +795,30 @@ async fn main() -> Result<()> {
             snippet(example.to_string().as_bytes())
         );
         let bare_address = start_bare_server(&bare_runtime, bare_body.clone())?;
-        let bare = Arc::new(Target::parse(&format!("http://{bare_address}"), key.clone())?);
+        let bare = Target::parse(&format!("http://{bare_address}"), ours.key.clone())?;
         eprintln!(
             "bare hyper server at {bare_address} ({bare_threads} threads), answering {} bytes",
             bare_body.len()
         );
-        measure(
-            &args,
-            &ours,
-            &bare,
-            &bodies,
-            (response_bytes, bare_body.len(), bare_threads),
-            server.pid(),
-        )
-        .await
-    }
-    .await;
+        let load = |target| Load {
+            target,
+            endpoint: RECOMMEND,
+            bodies: bodies.clone(),
+        };
+        let sizes = (response_bytes, bare_body.len(), bare_threads);
+        measure(&args, &load(ours.clone()), &load(Arc::new(bare)), sizes, server_pid).await
+    };
+    let outcome = server.stop_after(work).await;
     bare_runtime.shutdown_background();
-    server.stop().await?;
     let report = outcome?;
 
-    println!("\nsummary:");
-    for (name, result, target, met) in goals(&report, &args) {
-        println!(
-            "  {name}: {result} (target {target}: {})",
-            if met { "met" } else { "NOT met" }
-        );
-    }
+    print_goals(&goals(&report, &args));
     if report.non_200() > 0 {
         for (name, failures) in [
             ("bare, closed loop", &report.bare_failures),
             ("rankstream, closed loop", &report.ours_failures),
-            ("rankstream, open loop", &report.ours_latency.failures),
-            ("bare, open loop", &report.bare_latency.failures),
+            ("rankstream, open loop", &report.ours_latency.tally.failures),
+            ("bare, open loop", &report.bare_latency.tally.failures),
         ] {
             if let Some(first) = &failures.first {
                 eprintln!("{name}: {} non-200, the first: {first}", failures.count);
@@ -1102,9 +827,7 @@ async fn main() -> Result<()> {
         bail!("{} responses were not 200; no Markdown written", report.non_200());
     }
     if let Some(path) = &args.write_markdown {
-        write_markdown_section(path, MARKDOWN_HEADING, &markdown_section(&args, &report))?;
-        add_to_index(path, "bench-recommend", INDEX_ROW)?;
-        println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
+        publish_section(path, MARKDOWN_HEADING, &markdown_section(&args, &report), Some(&INDEX))?;
     }
     Ok(())
 }

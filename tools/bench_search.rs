@@ -27,30 +27,27 @@
 mod bench_common;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
 use clap::Parser;
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use rand::rngs::StdRng;
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    command_line, generate_key, machine_description, percentile, server_binary, thousands, utc_now,
-    write_markdown_section, SpawnedServer, Target,
+    markdown_row, percentile, percentile_cells, post_events, publish_section, section_head, server_binary, thousands,
+    upsert_items, wait_searchable, ClosedRun, Endpoint, Load, Span, SpawnedServer, Tally, Target, RATE_LIMIT_ENV,
+    SEARCH,
 };
 
 const MARKDOWN_HEADING: &str = "## Search and rerank";
 const TABLE: &str = "movies";
-const RATE_LIMIT_ENV: [(&str, &str); 2] = [
-    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-];
+const RERANK: Endpoint = Endpoint::post_json("/v1/search/rerank");
 const SETUP_BATCH: usize = 5_000;
 const P99_TARGET_MS: f64 = 5.0;
 const USER: &str = "bench-search-user";
@@ -187,82 +184,21 @@ fn item(movies: &[Movie], index: usize, rng: &mut StdRng) -> Value {
     row
 }
 
-fn snippet(body: &[u8]) -> String {
-    String::from_utf8_lossy(body).chars().take(300).collect()
-}
-
-async fn post(
-    target: &Target,
-    sender: &mut hyper::client::conn::http1::SendRequest<http_body_util::Full<Bytes>>,
-    method: Method,
-    path: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> Result<Value> {
-    let (status, response) = target
-        .send(sender, method, path, Some(content_type), body.into())
-        .await?;
-    ensure!(status.is_success(), "{path}: {status}: {}", snippet(&response));
-    Ok(serde_json::from_slice(&response)?)
-}
-
 /// Upserts the catalog and waits until it is searchable; returns the item names.
 async fn create_catalog(target: &Target, args: &Args, movies: &[Movie], rng: &mut StdRng) -> Result<Vec<String>> {
     let mut sender = target.connect().await?;
     let started = Instant::now();
-    let mut names = Vec::with_capacity(args.items);
-    for first in (0..args.items).step_by(SETUP_BATCH) {
-        let last = (first + SETUP_BATCH).min(args.items);
-        let mut body = String::new();
-        for index in first..last {
-            let row = item(movies, index, rng);
-            names.push(row["name"].as_str().unwrap_or_default().to_string());
-            body.push_str(&row.to_string());
-            body.push('\n');
-        }
-        let json = post(
-            target,
-            &mut sender,
-            Method::PUT,
-            "/v1/catalog/items",
-            "application/x-ndjson",
-            body.into_bytes(),
-        )
-        .await?;
-        ensure!(
-            json["upserted"] == last - first,
-            "catalog upsert {first}..{last}: {json}"
-        );
-    }
+    let items: Vec<Value> = (0..args.items).map(|index| item(movies, index, rng)).collect();
+    let names: Vec<String> = items
+        .iter()
+        .map(|row| row["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    upsert_items(target, &mut sender, &items, SETUP_BATCH).await?;
     let stored = started.elapsed().as_secs_f64();
     let samples: Vec<usize> = (0..8).map(|i| i * args.items / 8).chain([args.items - 1]).collect();
     for index in samples {
         let id = format!("m-{index:06}");
-        let body = serde_json::to_vec(&json!({"query": names[index], "limit": 50}))?;
-        let deadline = Instant::now() + Duration::from_secs(300);
-        loop {
-            let json = post(
-                target,
-                &mut sender,
-                Method::POST,
-                "/v1/search",
-                "application/json",
-                body.clone(),
-            )
-            .await?;
-            let found = json["items"]
-                .as_array()
-                .is_some_and(|items| items.iter().any(|item| item["id"] == id));
-            if found {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "{id} ({:?}) not searchable after 300 s",
-                names[index]
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_searchable(target, &mut sender, &names[index], &id, Duration::from_secs(300)).await?;
     }
     eprintln!(
         "catalog: {} items stored in {stored:.2} s, searchable after {:.2} s",
@@ -286,17 +222,7 @@ async fn session_state(target: &Target, args: &Args, rng: &mut StdRng) -> Result
         })
         .collect();
     let mut sender = target.connect().await?;
-    let json = post(
-        target,
-        &mut sender,
-        Method::POST,
-        "/v1/events",
-        "application/json",
-        serde_json::to_vec(&json!({ "events": events }))?,
-    )
-    .await?;
-    ensure!(json["accepted"] == args.session_events, "session events: {json}");
-    Ok(())
+    post_events(target, &mut sender, &events, events.len().max(1)).await
 }
 
 /// Swaps two neighbouring letters of the longest word.
@@ -363,112 +289,56 @@ fn rerank_bodies(args: &Args, movies: &[Movie], count: usize, rng: &mut StdRng) 
         .collect()
 }
 
-struct Run {
-    latencies: Vec<f64>,
-    seconds: f64,
-    non_200: usize,
-    first_failure: Option<String>,
-    /// Items in the responses, summed.
-    items: usize,
-}
-
-/// Sends every body once over `connections` connections, one request in flight on each.
+/// Sends every body once to `endpoint` over `connections` connections, one request in
+/// flight on each, counting the items of every 200 and the other answers.
 async fn closed_loop(
     target: &Arc<Target>,
-    path: &'static str,
+    endpoint: Endpoint,
     bodies: Arc<Vec<Bytes>>,
     connections: usize,
-) -> Result<Run> {
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..connections {
-        let mut sender = target.connect().await?;
-        let (target, bodies, next) = (target.clone(), bodies.clone(), next.clone());
-        workers.spawn(async move {
-            let mut run = Run {
-                latencies: Vec::new(),
-                seconds: 0.0,
-                non_200: 0,
-                first_failure: None,
-                items: 0,
-            };
-            loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some(body) = bodies.get(index) else { break };
-                let sent = Instant::now();
-                let (status, response) = target
-                    .send(&mut sender, Method::POST, path, Some("application/json"), body.clone())
-                    .await?;
-                run.latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
-                if status == StatusCode::OK {
-                    let json: Value = serde_json::from_slice(&response)?;
-                    run.items += json["items"].as_array().map_or(0, Vec::len);
-                } else {
-                    run.non_200 += 1;
-                    run.first_failure
-                        .get_or_insert_with(|| format!("{status}: {}", snippet(&response)));
-                }
-            }
-            anyhow::Ok(run)
-        });
-    }
-    let mut total = Run {
-        latencies: Vec::new(),
-        seconds: 0.0,
-        non_200: 0,
-        first_failure: None,
-        items: 0,
+) -> Result<ClosedRun> {
+    let load = Load {
+        target: target.clone(),
+        endpoint,
+        bodies,
     };
-    while let Some(joined) = workers.join_next().await {
-        let run = joined??;
-        total.latencies.extend(run.latencies);
-        total.non_200 += run.non_200;
-        total.items += run.items;
-        if total.first_failure.is_none() {
-            total.first_failure = run.first_failure;
+    let count_items = |_body, status, response: &[u8], tally: &mut Tally| {
+        if status == StatusCode::OK {
+            let json: Value = serde_json::from_slice(response)?;
+            tally.items += json["items"].as_array().map_or(0, Vec::len);
+        } else {
+            tally.failures.record(status, response);
         }
-    }
-    total.seconds = started.elapsed().as_secs_f64();
-    Ok(total)
+        Ok(())
+    };
+    load.closed_loop(connections, Span::EachBodyOnce, count_items).await
 }
 
+/// A latency in ms to two decimals (this section's format since its first figures).
 fn ms(value: f64) -> String {
     format!("{value:.2} ms")
 }
 
-fn summary(run: &Run) -> String {
-    let max = run.latencies.iter().copied().fold(f64::NAN, f64::max);
+fn summary(run: &ClosedRun) -> String {
+    let [p50, p90, p99, max] = percentile_cells(&run.latencies, ms);
     format!(
-        "p50 {}, p90 {}, p99 {}, max {}; {} req/s; {:.1} items per response",
-        ms(percentile(&run.latencies, 0.5)),
-        ms(percentile(&run.latencies, 0.9)),
-        ms(percentile(&run.latencies, 0.99)),
-        ms(max),
-        thousands(run.latencies.len() as f64 / run.seconds),
-        run.items as f64 / run.latencies.len().max(1) as f64
+        "p50 {p50}, p90 {p90}, p99 {p99}, max {max}; {} req/s; {:.1} items per response",
+        thousands(run.per_sec()),
+        run.tally.items as f64 / run.latencies.len().max(1) as f64
     )
 }
 
-fn markdown_section(args: &Args, search: &Run, rerank: &Run, setup: &str) -> String {
+fn markdown_section(args: &Args, search: &ClosedRun, rerank: &ClosedRun, setup: &str) -> String {
     let p99 = percentile(&search.latencies, 0.99);
     let met = if p99 <= P99_TARGET_MS { "met" } else { "NOT met" };
-    let row = |name: &str, run: &Run| {
-        format!(
-            "| {name} | {} | {} | {} | {} | {} | {} |",
-            thousands(run.latencies.len() as f64),
-            ms(percentile(&run.latencies, 0.5)),
-            ms(percentile(&run.latencies, 0.9)),
-            ms(percentile(&run.latencies, 0.99)),
-            ms(run.latencies.iter().copied().fold(f64::NAN, f64::max)),
-            thousands(run.latencies.len() as f64 / run.seconds),
-        )
+    let row = |name: &str, run: &ClosedRun| {
+        let [p50, p90, p99, max] = percentile_cells(&run.latencies, ms);
+        let count = thousands(run.latencies.len() as f64);
+        markdown_row(&[name.to_owned(), count, p50, p90, p99, max, thousands(run.per_sec())])
     };
-    format!(
-        "{MARKDOWN_HEADING}\n\nMeasured {} with `tools/bench_search.rs`.\n\n\
-         - Machine: {}\n\
-         - Command: `{}`\n\
-         - Catalog: {} items built from the MovieLens latest-small movies (title → `name` with a variant \
+    let mut out = section_head(MARKDOWN_HEADING, "bench_search.rs");
+    out.push_str(&format!(
+        "- Catalog: {} items built from the MovieLens latest-small movies (title → `name` with a variant \
          suffix past the first copy, genres → `groups`, a generated description, a price); {setup}\n\
          - Requests: closed loop, {} keep-alive connection(s), one request in flight each, {} unmeasured first; \
          search bodies are titles, first words of titles, genre words and misspelt titles with a user and a session \
@@ -477,9 +347,6 @@ fn markdown_section(args: &Args, search: &Run, rerank: &Run, setup: &str) -> Str
          - Target: search p99 <= {P99_TARGET_MS} ms: {met} (p99 {})\n\
          - The machine is shared and noisy (2 cores, other builds may run): compare runs of the same day.\n\n\
          | endpoint | requests | p50 | p90 | p99 | max | req/s |\n|---|---|---|---|---|---|---|\n{}\n{}\n",
-        utc_now(),
-        machine_description(),
-        command_line(),
         thousands(args.items as f64),
         args.connections,
         args.warmup,
@@ -488,7 +355,8 @@ fn markdown_section(args: &Args, search: &Run, rerank: &Run, setup: &str) -> Str
         ms(p99),
         row("POST /v1/search", search),
         row(&format!("POST /v1/search/rerank ({} ids)", args.rerank_ids), rerank),
-    )
+    ));
+    out
 }
 
 #[tokio::main]
@@ -501,12 +369,11 @@ async fn main() -> Result<()> {
     ensure!(args.rerank_ids <= args.items, "--rerank-ids must be <= --items");
     let movies = read_movies(&args.movies)?;
     let binary = server_binary(args.server_bin.as_ref())?;
-    let key = generate_key();
     let mut rng = StdRng::seed_from_u64(args.seed);
-    let (server, url) = SpawnedServer::start(&binary, &key, &[], &RATE_LIMIT_ENV).await?;
-    eprintln!("spawned {} at {url} (in {})", binary.display(), server.dir.display());
-    let outcome = async {
-        let target = Arc::new(Target::parse(&url, key.clone())?);
+    let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
+    server.announce();
+    let target = Arc::new(server.target()?);
+    let work = async {
         let started = Instant::now();
         create_catalog(&target, &args, &movies, &mut rng).await?;
         let setup = format!(
@@ -518,23 +385,22 @@ async fn main() -> Result<()> {
         let warm_searches = Arc::new(search_bodies(&movies, args.warmup, &mut rng)?);
         let reranks = Arc::new(rerank_bodies(&args, &movies, args.queries, &mut rng)?);
         let warm_reranks = Arc::new(rerank_bodies(&args, &movies, args.warmup, &mut rng)?);
-        closed_loop(&target, "/v1/search", warm_searches, args.connections).await?;
-        let search = closed_loop(&target, "/v1/search", searches, args.connections).await?;
+        closed_loop(&target, SEARCH, warm_searches, args.connections).await?;
+        let search = closed_loop(&target, SEARCH, searches, args.connections).await?;
         println!("search: {}", summary(&search));
-        closed_loop(&target, "/v1/search/rerank", warm_reranks, args.connections).await?;
-        let rerank = closed_loop(&target, "/v1/search/rerank", reranks, args.connections).await?;
+        closed_loop(&target, RERANK, warm_reranks, args.connections).await?;
+        let rerank = closed_loop(&target, RERANK, reranks, args.connections).await?;
         println!("rerank ({} ids): {}", args.rerank_ids, summary(&rerank));
         anyhow::Ok((search, rerank, setup))
-    }
-    .await;
-    server.stop().await?;
-    let (search, rerank, setup) = outcome?;
+    };
+    let (search, rerank, setup) = server.stop_after(work).await?;
     for (name, run) in [("search", &search), ("rerank", &rerank)] {
-        if run.non_200 > 0 {
+        let failures = &run.tally.failures;
+        if failures.count > 0 {
             bail!(
                 "{name}: {} responses were not 200, the first: {:?}; no Markdown written",
-                run.non_200,
-                run.first_failure
+                failures.count,
+                failures.first
             );
         }
     }
@@ -545,12 +411,8 @@ async fn main() -> Result<()> {
         ms(p99)
     );
     if let Some(path) = &args.write_markdown {
-        write_markdown_section(
-            path,
-            MARKDOWN_HEADING,
-            &markdown_section(&args, &search, &rerank, &setup),
-        )?;
-        println!("wrote {MARKDOWN_HEADING:?} in {}", path.display());
+        let section = markdown_section(&args, &search, &rerank, &setup);
+        publish_section(path, MARKDOWN_HEADING, &section, None)?;
     }
     Ok(())
 }
