@@ -1,5 +1,5 @@
-//! The crate's layering, checked on its source: which top-level module imports
-//! which. `api` → `service` → {`engine`, `ranking`, `search`, `embed`, `chat`,
+//! The crate's layering, checked on its source (a scan of every `crate::` path,
+//! `use` groups included): which top-level module imports which. `api` → `service` → {`engine`, `ranking`, `search`, `embed`, `chat`,
 //! `training`, `stream`, `api_keys`} → `storage` → the base (`domain`, `config`,
 //! `time`, `clock`, `topology`). No circle between modules; only `api` speaks HTTP
 //! (hyper); `storage` is reached only from below the service layer. `lib.rs`,

@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 
 use super::decode::{item_id, optional_string, request_context, take_item_id};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::ranking::Candidate;
-use crate::service::recommend::{RecommendRequest, MAX_CANDIDATES};
+
+use crate::service::recommend::{Candidate, RecommendRequest, MAX_CANDIDATES};
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let body = match well_formed(&request.body) {

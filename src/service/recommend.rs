@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 
 use super::{ServiceError, Services};
 use crate::domain::{ItemFeatures, LiveStateId, Signals};
-use crate::ranking::{rank, Candidate, RankContext, Ranked, ShownRecord};
+pub use crate::ranking::Candidate;
+use crate::ranking::{rank, RankContext, Ranked, ShownRecord};
 
 /// Recent items whose embeddings make the profile vector.
 const PROFILE_ITEMS: usize = 10;
