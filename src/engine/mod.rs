@@ -221,11 +221,15 @@ impl Engine {
                 *mark = (*mark).min(lowest.saturating_sub(1));
             }
         }
-        // Snapshots are written without the WAL: make them durable before the marks.
+        // Snapshots and the session index are written without the WAL: make them
+        // durable before the marks.
         let storage = self.storage.clone();
-        tokio::task::spawn_blocking(move || storage.flush_cf(Cf::State))
-            .await
-            .map_err(|error| LiveStateError::Unavailable(error.to_string()))??;
+        tokio::task::spawn_blocking(move || {
+            storage.flush_cf(Cf::State)?;
+            storage.flush_cf(Cf::SessionEvents)
+        })
+        .await
+        .map_err(|error| LiveStateError::Unavailable(error.to_string()))??;
         let ops = marks
             .iter()
             .enumerate()

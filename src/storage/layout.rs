@@ -109,7 +109,7 @@ pub fn session_events_prefix(shard: ShardId, sid: &str) -> Vec<u8> {
     key
 }
 
-/// `session_events`: `[shard][sid]0x00[log key]` → the event id; `shard` is the sid's.
+/// `session_events`: `[shard][sid]0x00[log key]` → nothing; `shard` is the sid's.
 pub fn session_event(shard: ShardId, sid: &str, log_key: &[u8]) -> Vec<u8> {
     let mut key = session_events_prefix(shard, sid);
     key.extend_from_slice(log_key);

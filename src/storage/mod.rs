@@ -35,7 +35,8 @@ pub enum Cf {
     Events,
     /// Index uid → event keys, for deletion and training.
     UserEvents,
-    /// Index sid → event keys, to rebuild a session whose snapshot is unreadable.
+    /// Index sid → event keys, to rebuild a session whose snapshot is unreadable
+    /// (written without the WAL, flushed by checkpoints, rewritten by replay).
     SessionEvents,
     /// Actor snapshots.
     State,

@@ -52,8 +52,12 @@ impl ShardHost {
         if let Some(last) = sequenced.last() {
             self.last_applied = last.seq;
         }
-        let learned = self.feed_learner(sequenced.clone());
         let (done, applied) = completion();
+        if let Err(error) = self.index_sessions(&sequenced) {
+            tracing::error!(shard = self.shard, %error, "indexing the batch's sessions failed");
+            done.fail();
+        }
+        let learned = self.feed_learner(sequenced.clone());
         self.route(context, sequenced, done);
         let error = result.err().map(|error| error.to_string());
         // Answer once every actor this batch reached has applied it and the learner
@@ -82,6 +86,26 @@ impl ShardHost {
         if !self.pending.is_empty() {
             self.flush(context);
         }
+    }
+
+    /// Indexes durable events under their sids (the index a session's state is rebuilt
+    /// from when its snapshot is unreadable). Written here, off the group commit and
+    /// without the WAL, like snapshots: the checkpoint flushes the index before it
+    /// moves the replay point, and a replay after a crash writes again the entries of
+    /// the events it replays.
+    pub(super) fn index_sessions(&self, events: &[Arc<SequencedEvent>]) -> Result<(), StorageError> {
+        let mut batch = self.storage.batch();
+        for sequenced in events {
+            if let Some(sid) = &sequenced.event.sid {
+                let log_key = layout::event_log(sequenced.source, sequenced.seq);
+                batch.put(
+                    Cf::SessionEvents,
+                    &layout::session_event(self.router.shard_of(sid), sid, &log_key),
+                    &[],
+                );
+            }
+        }
+        batch.commit_unlogged()
     }
 
     /// Hands a durable batch to the learner after the batches before it, so that it
@@ -189,13 +213,6 @@ impl Handler<Ingest> for ShardHost {
                 ops.push(Op::Put {
                     cf: Cf::UserEvents,
                     key: layout::user_event(self.shard, uid, &log_key),
-                    value: event.id.clone().into_bytes(),
-                });
-            }
-            if let Some(sid) = &event.sid {
-                ops.push(Op::Put {
-                    cf: Cf::SessionEvents,
-                    key: layout::session_event(self.router.shard_of(sid), sid, &log_key),
                     value: event.id.clone().into_bytes(),
                 });
             }

@@ -40,9 +40,11 @@ impl ShardHost {
             self.last_applied = seq;
             replayed += 1;
             if chunk.len() == REPLAY_CHUNK {
+                self.index_sessions(&chunk)?;
                 self.route(context, std::mem::take(&mut chunk), completion().0);
             }
         }
+        self.index_sessions(&chunk)?;
         self.route(context, chunk, completion().0);
         self.last_applied = self.last_applied.max(checkpoint).max(self.next_seq - 1);
         Ok(replayed)
