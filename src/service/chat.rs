@@ -151,13 +151,13 @@ impl Services {
             .conversation_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let vocabulary = self.chat_dictionary();
-        let extracted = extract(&request.message, &vocabulary);
+        let dictionary = self.chat_dictionary();
+        let extracted = extract(&request.message, &dictionary);
         let plan = chat.conversations.take_turn(&conversation_id, extracted).await?;
         let constraints = plan.constraints;
 
-        let pool = self.retrieve(&request, &constraints, &vocabulary).await?;
-        let selection = select(&pool, &constraints, &vocabulary, request.limit);
+        let pool = self.retrieve(&request, &constraints, &dictionary).await?;
+        let selection = select(&pool, &constraints, &dictionary, request.limit);
         let (interests, personalized) = self.interests(&request, &selection.shown).await;
         let outcome = Outcome {
             notes: &plan.notes,
@@ -222,16 +222,16 @@ impl Services {
     fn chat_dictionary(&self) -> Arc<LabelDictionary> {
         let words = self.search.labels();
         let mut cached = self.chat.dictionary.lock();
-        if let Some((source, vocabulary)) = cached.as_ref() {
+        if let Some((source, dictionary)) = cached.as_ref() {
             if Arc::ptr_eq(source, &words) {
-                return vocabulary.clone();
+                return dictionary.clone();
             }
         }
         let groups: Vec<&String> = words.groups.values().collect();
         let tags: Vec<&String> = words.tags.values().collect();
-        let vocabulary = Arc::new(LabelDictionary::new(&groups, &tags));
-        *cached = Some((words, vocabulary.clone()));
-        vocabulary
+        let dictionary = Arc::new(LabelDictionary::new(&groups, &tags));
+        *cached = Some((words, dictionary.clone()));
+        dictionary
     }
 
     /// The retrieval pool of a turn. The query terms are searched alone (labels in the
@@ -243,7 +243,7 @@ impl Services {
         &self,
         request: &ChatRequest,
         constraints: &Constraints,
-        vocabulary: &LabelDictionary,
+        dictionary: &LabelDictionary,
     ) -> Result<Vec<Found>, ServiceError> {
         let search = |query: String| SearchRequest {
             query,
@@ -253,7 +253,7 @@ impl Services {
             limit: self.chat.config.retrieval_pool,
         };
         let terms = constraints.query.join(" ");
-        let labels = label_text(constraints, vocabulary);
+        let labels = label_text(constraints, dictionary);
         if terms.is_empty() {
             if labels.is_empty() {
                 return Ok(Vec::new());
@@ -261,7 +261,7 @@ impl Services {
             return self.search(&search(labels)).await;
         }
         let mut pool = self.search(&search(terms.clone())).await?;
-        if labels.is_empty() || select(&pool, constraints, vocabulary, request.limit).matched >= request.limit {
+        if labels.is_empty() || select(&pool, constraints, dictionary, request.limit).matched >= request.limit {
             return Ok(pool);
         }
         let wider = self.search(&search(format!("{terms} {labels}"))).await?;
@@ -331,11 +331,11 @@ impl Services {
 }
 
 /// The named groups and tags (and the catalog's children groups for kids) as search text.
-fn label_text(constraints: &Constraints, vocabulary: &LabelDictionary) -> String {
+fn label_text(constraints: &Constraints, dictionary: &LabelDictionary) -> String {
     let mut parts: Vec<String> = constraints.groups.clone();
     parts.extend(constraints.tags.iter().cloned());
     if constraints.audience == Some(crate::chat::constraints::Audience::Kids) {
-        parts.extend(vocabulary.children_groups().iter().cloned());
+        parts.extend(dictionary.children_groups().iter().cloned());
     }
     parts.join(" ")
 }
@@ -353,10 +353,10 @@ struct Selection<'a> {
 fn select<'a>(
     pool: &'a [Found],
     constraints: &Constraints,
-    vocabulary: &LabelDictionary,
+    dictionary: &LabelDictionary,
     limit: usize,
 ) -> Selection<'a> {
-    let children = vocabulary.children_groups();
+    let children = dictionary.children_groups();
     let applicable = Applicable::of(pool.iter().map(|found| &found.row), children);
     let mut unchecked = Vec::new();
     if constraints.language.is_some() && !applicable.language && !pool.is_empty() {
