@@ -101,7 +101,7 @@ pub fn user_event(shard: ShardId, uid: &str, log_key: &[u8]) -> Vec<u8> {
     key
 }
 
-/// `session_events`: `[shard][sid]0x00` — followed by the log key of each of the session's events.
+/// `session_events`: `[shard][sid]0x00` — followed by a log key where the session's events start.
 pub fn session_events_prefix(shard: ShardId, sid: &str) -> Vec<u8> {
     let mut key = with_shard(shard, sid.len() + 1);
     key.extend_from_slice(sid.as_bytes());
@@ -109,7 +109,8 @@ pub fn session_events_prefix(shard: ShardId, sid: &str) -> Vec<u8> {
     key
 }
 
-/// `session_events`: `[shard][sid]0x00[log key]` → nothing; `shard` is the sid's.
+/// `session_events`: `[shard][sid]0x00[log key]` → nothing: the sid's events in that
+/// log start at or after this key; `shard` is the sid's.
 pub fn session_event(shard: ShardId, sid: &str, log_key: &[u8]) -> Vec<u8> {
     let mut key = session_events_prefix(shard, sid);
     key.extend_from_slice(log_key);

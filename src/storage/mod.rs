@@ -35,8 +35,9 @@ pub enum Cf {
     Events,
     /// Index uid → event keys, for deletion and training.
     UserEvents,
-    /// Index sid → event keys, to rebuild a session whose snapshot is unreadable
-    /// (written without the WAL, flushed by checkpoints, rewritten by replay).
+    /// Index sid → where its events start in each shard's log, to rebuild a session
+    /// whose snapshot is unreadable (written without the WAL, flushed by
+    /// checkpoints, rewritten by replay).
     SessionEvents,
     /// Actor snapshots.
     State,

@@ -88,24 +88,35 @@ impl ShardHost {
         }
     }
 
-    /// Indexes durable events under their sids (the index a session's state is rebuilt
-    /// from when its snapshot is unreadable). Written here, off the group commit and
-    /// without the WAL, like snapshots: the checkpoint flushes the index before it
-    /// moves the replay point, and a replay after a crash writes again the entries of
-    /// the events it replays.
-    pub(super) fn index_sessions(&self, events: &[Arc<SequencedEvent>]) -> Result<(), StorageError> {
+    /// Indexes where each session's events start in this shard's log (what a
+    /// session's state is rebuilt from when its snapshot is unreadable): one entry
+    /// for the first event of a sid this host has not indexed lately, not one per
+    /// event; a rebuild scans the log from the entries on. Written here, off the group
+    /// commit and without the WAL, like snapshots: the checkpoint flushes the index
+    /// before it moves the replay point, and a replay after a crash (which starts with
+    /// nothing indexed) writes again the entries of the events it replays.
+    pub(super) fn index_sessions(&mut self, events: &[Arc<SequencedEvent>]) -> Result<(), StorageError> {
         let mut batch = self.storage.batch();
         for sequenced in events {
-            if let Some(sid) = &sequenced.event.sid {
-                let log_key = layout::event_log(sequenced.source, sequenced.seq);
-                batch.put(
-                    Cf::SessionEvents,
-                    &layout::session_event(self.router.shard_of(sid), sid, &log_key),
-                    &[],
-                );
+            let Some(sid) = &sequenced.event.sid else { continue };
+            if self.indexed_sessions.get(sid.as_str()).is_some() {
+                continue;
             }
+            let log_key = layout::event_log(sequenced.source, sequenced.seq);
+            batch.put(
+                Cf::SessionEvents,
+                &layout::session_event(self.router.shard_of(sid), sid, &log_key),
+                &[],
+            );
+            self.indexed_sessions.put(sid.clone(), ());
         }
-        batch.commit_unlogged()
+        if batch.is_empty() {
+            return Ok(());
+        }
+        batch.commit_unlogged().inspect_err(|_| {
+            // Unwritten entries must be written again by the next events.
+            self.indexed_sessions.clear();
+        })
     }
 
     /// Hands a durable batch to the learner after the batches before it, so that it

@@ -3,7 +3,7 @@
 //! passivated when idle or when the shard holds too many, and wiped on a user's
 //! deletion. A key's messages wait while its actor stops.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, WrapFuture};
 use lru::LruCache;
@@ -46,9 +46,13 @@ pub(super) trait Hosted: LiveKind + Sized {
     fn idle_ttl_ms(config: &super::LiveConfig) -> i64;
     /// The index of the key's events in the log: its column family and key prefix.
     fn events_index(shard: ShardId, key: &str) -> (Cf, Vec<u8>);
+    /// Whether the index names where the key's events start in each shard's log
+    /// (sessions) rather than each event (users).
+    const INDEXES_STARTS: bool;
 }
 
 impl Hosted for Session {
+    const INDEXES_STARTS: bool = true;
     fn registry(host: &mut ShardHost) -> &mut Registry<Self> {
         &mut host.sessions
     }
@@ -64,6 +68,7 @@ impl Hosted for Session {
 }
 
 impl Hosted for User {
+    const INDEXES_STARTS: bool = false;
     fn registry(host: &mut ShardHost) -> &mut Registry<Self> {
         &mut host.users
     }
@@ -172,27 +177,45 @@ impl ShardHost {
         }
     }
 
-    /// A key's live state from its events in the log (through the key's event index),
-    /// in the order they were received. What a user absorbed from anonymous sessions
-    /// before they were stitched is not in the user's index and is not rebuilt.
+    /// A key's live state from its events in the log, in the order they were
+    /// received. A user's index names each of its events; a session's names where its
+    /// events start in each shard's log, which is scanned from there for the sid. What
+    /// a user absorbed from anonymous sessions before they were stitched is not in the
+    /// user's index and is not rebuilt.
     pub(super) fn rebuild_from_log<K: Hosted>(&self, key: &str) -> Result<LiveState, StorageError> {
         let (cf, prefix) = K::events_index(self.shard, key);
         let mut events = Vec::new();
+        let mut starts: BTreeMap<ShardId, u64> = BTreeMap::new();
         for entry in self.storage.scan_prefix(cf, &prefix) {
             let (index_key, _) = entry?;
             let log_key = &index_key[prefix.len()..];
             let (Some(source), Some(seq)) = (log_key_shard(log_key), layout::event_log_seq(log_key)) else {
                 continue;
             };
+            if K::INDEXES_STARTS {
+                let start = starts.entry(source).or_insert(seq);
+                *start = (*start).min(seq);
+                continue;
+            }
             // A deleted user's events are gone from the log; their index entries may linger.
             let Some(bytes) = self.storage.get(Cf::Events, log_key)? else {
                 continue;
             };
-            let event: Event = serde_json::from_slice(&bytes).map_err(|error| StorageError::Corrupt {
-                key: format!("event {seq} of shard {source}"),
-                reason: error.to_string(),
-            })?;
-            events.push((source, seq, event));
+            events.push((source, seq, decode_logged(source, seq, &bytes)?));
+        }
+        for (source, start) in starts {
+            let log = layout::event_log_prefix(source);
+            let from = layout::event_log(source, start);
+            for entry in self.storage.scan_from(Cf::Events, &from, &log) {
+                let (log_key, bytes) = entry?;
+                let Some(seq) = layout::event_log_seq(&log_key) else {
+                    continue;
+                };
+                let event = decode_logged(source, seq, &bytes)?;
+                if event.sid.as_deref() == Some(key) {
+                    events.push((source, seq, event));
+                }
+            }
         }
         events.sort_by_key(|(source, seq, event)| (event.ingest_timestamp, *source, *seq));
         let params = K::params(&self.config);
@@ -286,6 +309,14 @@ impl ShardHost {
             self.passivate_lru::<K>(context);
         }
     }
+}
+
+/// An event as the log stores it.
+fn decode_logged(source: ShardId, seq: u64, bytes: &[u8]) -> Result<Event, StorageError> {
+    serde_json::from_slice(bytes).map_err(|error| StorageError::Corrupt {
+        key: format!("event {seq} of shard {source}"),
+        reason: error.to_string(),
+    })
 }
 
 /// The shard of an event log key (`[shard]0x00[seq]`).

@@ -27,11 +27,13 @@ mod router;
 mod state;
 
 use std::collections::{BTreeMap, HashSet};
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Actor, AsyncContext, Context};
 use futures::future::{BoxFuture, FutureExt, Shared};
+use lru::LruCache;
 use tokio::sync::oneshot;
 
 use super::catalog::ItemReader;
@@ -109,7 +111,13 @@ pub struct ShardHost {
     unapplied: BTreeMap<ShardId, u64>,
     /// The last batch handed to the learner; the next one goes after it.
     learner_feed: Shared<BoxFuture<'static, ()>>,
+    /// Sids whose start in this shard's log is indexed (most recent first out).
+    indexed_sessions: LruCache<String, ()>,
 }
+
+/// Sids a host remembers as indexed; one forgotten is indexed again at its next
+/// event (an extra entry, harmless).
+const INDEXED_SESSIONS: usize = 16_384;
 
 impl ShardHost {
     pub fn new(shard: ShardId, handles: HostHandles, config: LiveConfig) -> Result<ShardHost, StorageError> {
@@ -145,6 +153,7 @@ impl ShardHost {
             users: Registry::new(),
             unapplied: BTreeMap::new(),
             learner_feed: futures::future::ready(()).boxed().shared(),
+            indexed_sessions: LruCache::new(NonZeroUsize::new(INDEXED_SESSIONS).expect("non-zero")),
         })
     }
 }
