@@ -615,8 +615,11 @@ impl Engine {
                     };
                     for entry in storage.scan_prefix(cf, &prefix) {
                         let (_, value) = entry?;
-                        let row: Map<String, Value> = serde_json::from_slice(&value)
-                            .map_err(|error| CatalogError::Unavailable(format!("stored row is unreadable: {error}")))?;
+                        let row: Map<String, Value> =
+                            serde_json::from_slice(&value).map_err(|error| StorageError::Corrupt {
+                                key: format!("a row of table {table:?}"),
+                                reason: error.to_string(),
+                            })?;
                         if let Some(value) = row.get(&field).filter(|v| !v.is_null()) {
                             to.check(&field, value)?;
                         }

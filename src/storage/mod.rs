@@ -235,7 +235,6 @@ impl Storage {
     /// truth is already durable. It survives a crash only once its column family
     /// is flushed ([`Storage::flush_cf`]); until then a crash falls back to replay.
     pub fn put_unlogged(&self, cf: Cf, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
-        self.check_write(cf)?;
         #[cfg(test)]
         self.faults.check_key(cf, key)?;
         let mut options = WriteOptions::default();
@@ -268,7 +267,6 @@ impl Storage {
         Batch {
             storage: self,
             inner: WriteBatch::default(),
-            families: 0,
         }
     }
 
@@ -280,17 +278,7 @@ impl Storage {
 
     fn check_read(&self, _cf: Cf) -> Result<(), StorageError> {
         #[cfg(test)]
-        self.faults.check(faults::Access::Read, 1 << _cf as u32)?;
-        Ok(())
-    }
-
-    fn check_write(&self, _cf: Cf) -> Result<(), StorageError> {
-        self.check_writes(1 << _cf as u32)
-    }
-
-    fn check_writes(&self, _families: u32) -> Result<(), StorageError> {
-        #[cfg(test)]
-        self.faults.check(faults::Access::Write, _families)?;
+        self.faults.check_read(_cf)?;
         Ok(())
     }
 
@@ -308,24 +296,19 @@ impl Storage {
 pub struct Batch<'a> {
     storage: &'a Storage,
     inner: WriteBatch,
-    /// The column families written, one bit each (for injected failures).
-    families: u32,
 }
 
 impl Batch<'_> {
     pub fn put(&mut self, cf: Cf, key: &[u8], value: &[u8]) {
-        self.families |= 1 << cf as u32;
         self.inner.put_cf(self.storage.cf(cf), key, value);
     }
 
     pub fn delete(&mut self, cf: Cf, key: &[u8]) {
-        self.families |= 1 << cf as u32;
         self.inner.delete_cf(self.storage.cf(cf), key);
     }
 
     /// Deletes every key in `[from, to)`.
     pub fn delete_range(&mut self, cf: Cf, from: &[u8], to: &[u8]) {
-        self.families |= 1 << cf as u32;
         self.inner.delete_range_cf(self.storage.cf(cf), from, to);
     }
 
@@ -352,7 +335,6 @@ impl Batch<'_> {
         if self.inner.is_empty() {
             return Ok(());
         }
-        self.storage.check_writes(self.families)?;
         self.storage.db.write_opt(self.inner, options)?;
         Ok(())
     }

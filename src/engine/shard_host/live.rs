@@ -10,8 +10,7 @@ use lru::LruCache;
 use tokio::sync::oneshot;
 
 use super::super::live_actor::{load_state, KeyMessage, LiveActor, LiveKind, Outlets, Session, User};
-use super::ShardHost;
-use crate::domain::event::Event;
+use super::{decode_logged, ShardHost};
 use crate::domain::live_state::{DecayParams, LiveState};
 use crate::storage::{layout, Cf, StorageError};
 use crate::topology::ShardId;
@@ -309,14 +308,6 @@ impl ShardHost {
             self.passivate_lru::<K>(context);
         }
     }
-}
-
-/// An event as the log stores it.
-fn decode_logged(source: ShardId, seq: u64, bytes: &[u8]) -> Result<Event, StorageError> {
-    serde_json::from_slice(bytes).map_err(|error| StorageError::Corrupt {
-        key: format!("event {seq} of shard {source}"),
-        reason: error.to_string(),
-    })
 }
 
 /// The shard of an event log key (`[shard]0x00[seq]`).

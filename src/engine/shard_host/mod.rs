@@ -171,3 +171,11 @@ impl Actor for ShardHost {
         });
     }
 }
+
+/// An event as the log stores it.
+pub(super) fn decode_logged(source: ShardId, seq: u64, bytes: &[u8]) -> Result<Event, StorageError> {
+    serde_json::from_slice(bytes).map_err(|error| StorageError::Corrupt {
+        key: format!("event {seq} of shard {source}"),
+        reason: error.to_string(),
+    })
+}

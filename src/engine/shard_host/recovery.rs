@@ -11,8 +11,7 @@ use tokio::sync::oneshot;
 use super::super::live_actor::{completion, KeyMessage};
 use super::super::LiveStateError;
 use super::messages::{CheckpointMark, CheckpointPersist, Replay};
-use super::ShardHost;
-use crate::domain::event::Event;
+use super::{decode_logged, ShardHost};
 use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::ShardId;
 
@@ -32,10 +31,7 @@ impl ShardHost {
             let Some(seq) = layout::event_log_seq(&key) else {
                 continue;
             };
-            let event: Event = serde_json::from_slice(&value).map_err(|error| StorageError::Corrupt {
-                key: format!("event {seq} of shard {}", self.shard),
-                reason: error.to_string(),
-            })?;
+            let event = decode_logged(self.shard, seq, &value)?;
             chunk.push(self.sequence(seq, event));
             self.last_applied = seq;
             replayed += 1;
