@@ -33,6 +33,25 @@ pub struct Config {
     pub search: SearchConfig,
     /// Embedding model, `/embed` limits and ingest-time item embeddings.
     pub embed: EmbedConfig,
+    /// Which node of the topology this process is.
+    pub node: NodeConfig,
+}
+
+/// This process's place in the topology.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// The `id` of this node in the topology file (`--node-id`); empty: the only node of
+    /// a one-node topology.
+    pub id: String,
+    /// How long a request forwarded to another node may take when the caller's own
+    /// deadline is longer, in ms; a node that does not answer in time answers 503.
+    pub forward_timeout_ms: u64,
+    /// How long connecting to another node may take, in ms; past it the node counts as
+    /// down and its shards answer 503 `shard_unavailable`.
+    pub connect_timeout_ms: u64,
+    /// Seconds a 503 `shard_unavailable` asks clients to wait (`Retry-After`).
+    pub retry_after_s: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,6 +73,12 @@ pub struct KafkaConfig {
     pub max_batch: usize,
     /// How long the consumer waits for more messages before applying a batch, in ms.
     pub batch_wait_ms: u64,
+    /// Compacted topic of catalog, user and API-key writes that every node of a cluster
+    /// applies to its own storage.
+    pub catalog_topic: String,
+    /// Compacted topic of the shards' live state (one partition per shard), for moving a
+    /// shard to another node.
+    pub changelog_topic: String,
     /// Extra librdkafka properties for the consumer and producers (security, SASL, ...).
     pub client: BTreeMap<String, String>,
 }
@@ -326,6 +351,8 @@ impl Config {
             ("chat.max_turns", self.chat.max_turns as u64),
             ("chat.idle_ttl_ms", self.chat.idle_ttl_ms),
             ("chat.mailbox", self.chat.mailbox as u64),
+            ("node.forward_timeout_ms", self.node.forward_timeout_ms),
+            ("node.connect_timeout_ms", self.node.connect_timeout_ms),
         ] {
             if value == 0 {
                 problems.push(format!("{name} must be > 0"));

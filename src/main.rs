@@ -49,6 +49,12 @@ struct CommonArgs {
     /// RocksDB directory (overrides storage.data_dir).
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
+    /// Topology file (overrides engine.topology_file): shards and the nodes owning them.
+    #[arg(long, global = true)]
+    topology: Option<PathBuf>,
+    /// Which node of the topology this process is (overrides node.id).
+    #[arg(long, global = true)]
+    node_id: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -108,6 +114,12 @@ fn load_config(common: &CommonArgs) -> anyhow::Result<Config> {
     let mut config = Config::load(common.config.as_deref())?;
     if let Some(dir) = &common.data_dir {
         config.storage.data_dir = dir.clone();
+    }
+    if let Some(topology) = &common.topology {
+        config.engine.topology_file = topology.display().to_string();
+    }
+    if let Some(id) = &common.node_id {
+        config.node.id = id.clone();
     }
     Ok(config)
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
-use crate::api::{self, AppState, LlmClient, RateLimits, RequestTimes};
+use crate::api::{self, AppState, LlmClient, Peers, RateLimits, RequestTimes};
 use crate::api_keys::KeyStore;
 use crate::clock::SharedClock;
 use crate::config::Config;
@@ -18,6 +18,7 @@ use crate::engine::Engine;
 use crate::ranking::ModelRegistry;
 use crate::search::SearchIndex;
 use crate::service::chat::{ChatService, ReplyWriter};
+use crate::service::cluster::Cluster;
 use crate::service::{RankingStats, Services};
 use crate::storage::Storage;
 use crate::stream::{start_consumer, EventProducer, SharedStats};
@@ -39,6 +40,15 @@ impl Node {
     /// Must run inside an actix `System`. `admin_secret` is `RANKSTREAM_ADMIN_KEY`.
     pub async fn start(config: &Config, clock: SharedClock, admin_secret: Option<&str>) -> anyhow::Result<Node> {
         let topology = load_topology(config)?;
+        let me = topology.node_index(&config.node.id)?;
+        if topology.nodes.len() > 1 && !config.kafka.enabled {
+            anyhow::bail!(
+                "the topology has {} nodes; a multi-node topology needs Kafka: set [kafka] enabled = true \
+                 (and kafka.brokers) on every node",
+                topology.nodes.len()
+            );
+        }
+        let cluster = Cluster::new(topology.clone(), me, &config.node);
         let retention = config.training.ranking_retention();
         let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
             .with_context(|| format!("opening the data directory {}", config.storage.data_dir.display()))?;
@@ -53,6 +63,7 @@ impl Node {
         let engine = Arc::new(Engine::start(
             storage.clone(),
             topology,
+            me,
             clock,
             &config.engine,
             training.clone(),
@@ -106,6 +117,7 @@ impl Node {
                 state_deadline_ms: config.engine.state_read_deadline_ms,
                 ..RankingStats::default()
             },
+            cluster,
         });
         Ok(Node {
             services,
@@ -161,6 +173,7 @@ pub async fn run(
         config: config.server.clone(),
         ready: AtomicBool::new(true),
         request_times: RequestTimes::default(),
+        peers: Peers::new(&node.services.cluster),
     });
     api::serve(listener, state, shutdown).await;
     node.stop().await?;

@@ -58,14 +58,31 @@ impl Topology {
         if file.shards == 0 {
             return Err(TopologyError("shards must be > 0".into()));
         }
+        if file.node.is_empty() {
+            return Err(TopologyError("no [[node]] is listed".into()));
+        }
         let mut owner = vec![None::<usize>; file.shards as usize];
-        let mut nodes = Vec::new();
+        let mut nodes: Vec<Node> = Vec::new();
         for (index, node) in file.node.into_iter().enumerate() {
+            if node.id.trim().is_empty() {
+                return Err(TopologyError(format!("node {index} has an empty id")));
+            }
+            if nodes.iter().any(|other| other.id == node.id) {
+                return Err(TopologyError(format!("node id {:?} is listed twice", node.id)));
+            }
+            if node.http.parse::<std::net::SocketAddr>().is_err() {
+                return Err(TopologyError(format!(
+                    "node {:?}: http {:?} is not an IP:PORT address",
+                    node.id, node.http
+                )));
+            }
             let shards = parse_ranges(&node.shards, file.shards)?;
             for &shard in &shards {
                 if let Some(other) = owner[shard as usize].replace(index) {
+                    let other = &nodes.get(other).map_or(node.id.as_str(), |n| n.id.as_str());
                     return Err(TopologyError(format!(
-                        "shard {shard} is owned by node {other} and node {index}"
+                        "shard {shard} is owned by node {other:?} and node {:?}; every shard needs exactly one owner",
+                        node.id
                     )));
                 }
             }
@@ -75,8 +92,17 @@ impl Topology {
                 shards,
             });
         }
-        if let Some(orphan) = owner.iter().position(Option::is_none) {
-            return Err(TopologyError(format!("shard {orphan} has no node")));
+        let orphans: Vec<String> = owner
+            .iter()
+            .enumerate()
+            .filter(|(_, owner)| owner.is_none())
+            .map(|(shard, _)| shard.to_string())
+            .collect();
+        if !orphans.is_empty() {
+            return Err(TopologyError(format!(
+                "shard(s) {} have no node; every shard needs exactly one owner",
+                orphans.join(", ")
+            )));
         }
         Ok(Topology {
             shards: file.shards,
@@ -87,6 +113,31 @@ impl Topology {
     /// The shard a routing key belongs to.
     pub fn shard_for(&self, key: &[u8]) -> ShardId {
         shard_for(key, self.shards)
+    }
+
+    /// The index of the node this process is: the one named `id`, or the only node when
+    /// `id` is empty and there is just one.
+    pub fn node_index(&self, id: &str) -> Result<usize, TopologyError> {
+        if id.is_empty() {
+            return match self.nodes.len() {
+                1 => Ok(0),
+                n => Err(TopologyError(format!(
+                    "the topology has {n} nodes; say which one this is with --node-id (or node.id)"
+                ))),
+            };
+        }
+        self.nodes.iter().position(|node| node.id == id).ok_or_else(|| {
+            let known: Vec<&str> = self.nodes.iter().map(|node| node.id.as_str()).collect();
+            TopologyError(format!("node id {id:?} is not in the topology (nodes: {})", known.join(", ")))
+        })
+    }
+
+    /// The index of the node owning `shard`.
+    pub fn owner_of(&self, shard: ShardId) -> usize {
+        self.nodes
+            .iter()
+            .position(|node| node.shards.contains(&shard))
+            .expect("a parsed topology gives every shard an owner")
     }
 }
 
@@ -129,8 +180,22 @@ mod tests {
     fn overlapping_and_missing_shards_are_refused() {
         let overlap = "shards = 2\n[[node]]\nid='a'\nhttp='x'\nshards='0-1'\n[[node]]\nid='b'\nhttp='y'\nshards='1'\n";
         assert!(Topology::parse(overlap).is_err());
-        let missing = "shards = 3\n[[node]]\nid='a'\nhttp='x'\nshards='0-1'\n";
-        assert!(Topology::parse(missing).is_err());
+        let missing = "shards = 3\n[[node]]\nid='a'\nhttp='127.0.0.1:1'\nshards='0-1'\n";
+        let error = Topology::parse(missing).unwrap_err().to_string();
+        assert!(error.contains("shard(s) 2 have no node"), "{error}");
+    }
+
+    #[test]
+    fn overlaps_name_both_nodes_and_node_ids_resolve() {
+        let overlap = "shards = 2\n[[node]]\nid='a'\nhttp='127.0.0.1:1'\nshards='0-1'\n[[node]]\nid='b'\nhttp='127.0.0.1:2'\nshards='1'\n";
+        let error = Topology::parse(overlap).unwrap_err().to_string();
+        assert!(error.contains("shard 1 is owned by node \"a\" and node \"b\""), "{error}");
+        let three = Topology::parse(include_str!("../topology/three-nodes.toml")).unwrap();
+        assert_eq!(three.node_index("b").unwrap(), 1);
+        assert_eq!(three.owner_of(23), 2);
+        assert!(three.node_index("").unwrap_err().to_string().contains("--node-id"));
+        assert!(three.node_index("z").unwrap_err().to_string().contains("a, b, c"));
+        assert_eq!(Topology::parse(SINGLE_TOML).unwrap().node_index("").unwrap(), 0);
     }
 
     #[test]

@@ -8,6 +8,9 @@ use serde_json::{json, Value};
 use super::{json_response, HttpResponse};
 use crate::service::ServiceError;
 
+/// Seconds a 503 `unavailable` asks the client to wait before retrying.
+const UNAVAILABLE_RETRY_AFTER_S: u64 = 1;
+
 /// Every way a request can fail.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -45,6 +48,9 @@ pub enum ApiError {
     RateLimited(u64),
     #[error("{0}")]
     Unavailable(String),
+    /// The node owning the key's shard cannot be reached (503 with `Retry-After`).
+    #[error("{message}")]
+    ShardUnavailable { message: String, retry_after_s: u64 },
     /// Storage failed; nothing was claimed done (500 `storage_error`).
     #[error("{0}")]
     Storage(String),
@@ -78,9 +84,15 @@ impl ApiError {
             ApiError::UnknownModel(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_model"),
             ApiError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::ShardUnavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable"),
             ApiError::Storage(_) => (StatusCode::INTERNAL_SERVER_ERROR, "storage_error"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
+    }
+
+    /// The HTTP status of the error.
+    pub fn status(&self) -> StatusCode {
+        self.status_and_code().0
     }
 
     /// The `code` of the body, also used for per-row failures in bulk responses.
@@ -102,8 +114,12 @@ impl ApiError {
         let mut response = json_response(status, &body);
         let headers = response.headers_mut();
         match &self {
-            ApiError::RateLimited(seconds) => {
+            ApiError::RateLimited(seconds) | ApiError::ShardUnavailable { retry_after_s: seconds, .. } => {
                 headers.insert(RETRY_AFTER, HeaderValue::from(*seconds));
+            }
+            // A node part that cannot serve now (a full queue, the broker) is worth a retry.
+            ApiError::Unavailable(_) => {
+                headers.insert(RETRY_AFTER, HeaderValue::from(UNAVAILABLE_RETRY_AFTER_S));
             }
             ApiError::MethodNotAllowed { allowed, .. } => {
                 let list = allowed.iter().map(Method::as_str).collect::<Vec<_>>().join(", ");

@@ -1,12 +1,18 @@
 //! Event ingestion in both formats, the stored log by id, and live-state snapshots.
 
-use hyper::StatusCode;
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
 use super::error::row_failure;
+use super::forward;
 use super::routes::Endpoint;
 use super::{json_response, ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::domain::event::{decode_engagement, decode_v1, Event, InvalidEvent};
+use crate::service::cluster::Placement;
+use crate::topology::Node;
 
 pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     match endpoint {
@@ -25,7 +31,7 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     ))
                 }
             };
-            ingest(state, events, |event, now| decode_v1(event, now, new_event_id)).await
+            ingest(state, &request, events, |event, now| decode_v1(event, now, new_event_id)).await
         }
         Endpoint::Engagement => {
             let events = match request.json_value()? {
@@ -37,16 +43,20 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     ))
                 }
             };
-            ingest(state, events, |event, now| decode_engagement(event, now, new_event_id)).await
+            ingest(state, &request, events, |event, now| {
+                decode_engagement(event, now, new_event_id)
+            })
+            .await
         }
-        Endpoint::Event => ok(&state.services.get_event(&request.params[0])?.to_json()),
+        Endpoint::InternalEvents => ingest_internal(state, &request).await,
+        // Neither id names the node that has it: here first, then the others.
+        Endpoint::Event => {
+            let local = state.services.get_event(&request.params[0]).map_err(ApiError::from);
+            forward::first_found(state, &request, local.and_then(|event| ok(&event.to_json()))).await
+        }
         Endpoint::Session => {
-            let sid = request.params[0].clone();
-            let mut snapshot = state.services.session_snapshot(&sid).await?;
-            let uid = snapshot.remove("uid").unwrap_or(Value::Null);
-            let mut body = Map::from_iter([("sid".to_owned(), json!(sid)), ("uid".to_owned(), uid)]);
-            body.extend(snapshot);
-            ok(&body)
+            let local = session(state, &request.params[0]).await;
+            forward::first_found(state, &request, local).await
         }
         Endpoint::UserState => {
             let uid = request.params[0].clone();
@@ -60,14 +70,24 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
     }
 }
 
+async fn session(state: &AppState, sid: &str) -> Result<HttpResponse, ApiError> {
+    let mut snapshot = state.services.session_snapshot(sid).await?;
+    let uid = snapshot.remove("uid").unwrap_or(Value::Null);
+    let mut body = Map::from_iter([("sid".to_owned(), json!(sid)), ("uid".to_owned(), uid)]);
+    body.extend(snapshot);
+    ok(&body)
+}
+
 fn new_event_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-/// Decodes, then ingests what decoded. 202 with accepted ids and per-index
-/// rejections; 400 when nothing was accepted.
+/// Decodes, then ingests what decoded (on this node, and on the nodes owning the
+/// others' keys). 202 with accepted ids and per-index rejections; 400 when nothing was
+/// accepted; 503 when nothing was accepted because a part of the system is down.
 async fn ingest(
     state: &AppState,
+    request: &ApiRequest,
     raw: Vec<Value>,
     decode: impl Fn(Value, i64) -> Result<Event, InvalidEvent>,
 ) -> Result<HttpResponse, ApiError> {
@@ -89,29 +109,40 @@ async fn ingest(
         }
     }
     let ids: Vec<String> = events.iter().map(|event| event.id.clone()).collect();
-    let results = state.services.ingest_events(events).await?.results;
+    let outcomes = ingest_where_owned(state, request, events).await?;
     let mut accepted_ids = Vec::with_capacity(ids.len());
     let mut duplicates = 0;
     let mut unavailable = None;
-    for ((index, id), result) in indexes.into_iter().zip(ids).zip(results) {
-        match result {
-            Ok(duplicate) => {
+    for ((index, id), outcome) in indexes.into_iter().zip(ids).zip(outcomes) {
+        match outcome {
+            Outcome::Accepted { duplicate } => {
                 duplicates += usize::from(duplicate);
                 accepted_ids.push(id);
             }
-            Err(error) => {
-                let error = ApiError::from(error);
-                if matches!(error, ApiError::Unavailable(_)) {
-                    unavailable = Some(error.to_string());
+            Outcome::Failed(error) => {
+                rejected.push(json!({ "index": index, "code": error.code(), "message": error.to_string() }));
+                if error.status() == StatusCode::SERVICE_UNAVAILABLE && unavailable.is_none() {
+                    unavailable = Some(error);
                 }
-                rejected.push(row_failure(index, error));
+            }
+            Outcome::Refused(mut failure) => {
+                if failure.get("status").and_then(Value::as_u64) == Some(503) && unavailable.is_none() {
+                    unavailable = Some(ApiError::Unavailable(
+                        failure.get("message").and_then(Value::as_str).unwrap_or("unavailable").to_owned(),
+                    ));
+                }
+                if let Some(object) = failure.as_object_mut() {
+                    object.remove("status");
+                    object.insert("index".into(), json!(index));
+                }
+                rejected.push(failure);
             }
         }
     }
     rejected.sort_by_key(|failure| failure["index"].as_u64());
     if accepted_ids.is_empty() {
-        if let Some(message) = unavailable {
-            return Err(ApiError::Unavailable(message));
+        if let Some(error) = unavailable {
+            return Err(error);
         }
         let message = format!("all {total} events were rejected");
         return Err(ApiError::AllRejected {
@@ -122,4 +153,145 @@ async fn ingest(
     let body =
         json!({ "accepted": accepted_ids.len(), "ids": accepted_ids, "duplicates": duplicates, "rejected": rejected });
     Ok(json_response(StatusCode::ACCEPTED, &body))
+}
+
+/// What became of one event.
+enum Outcome {
+    Accepted { duplicate: bool },
+    /// Refused here.
+    Failed(ApiError),
+    /// Refused by the owning node: its `{code, message, status}`.
+    Refused(Value),
+}
+
+/// Ingests each event on the node owning its routing key: here, or (in a cluster)
+/// forwarded in one batch per owner to [`ingest_internal`] there, all at once.
+async fn ingest_where_owned(state: &AppState, request: &ApiRequest, events: Vec<Event>) -> Result<Vec<Outcome>, ApiError> {
+    let cluster = &state.services.cluster;
+    if !cluster.is_multi_node() {
+        return Ok(ingest_here(state, events).await?);
+    }
+    let mut outcomes: Vec<Option<Outcome>> = (0..events.len()).map(|_| None).collect();
+    let mut local: (Vec<usize>, Vec<Event>) = Default::default();
+    let mut remote: BTreeMap<&str, (&Node, Vec<usize>, Vec<Event>)> = BTreeMap::new();
+    for (index, event) in events.into_iter().enumerate() {
+        match cluster.place(event.routing_key()) {
+            Placement::Local => {
+                local.0.push(index);
+                local.1.push(event);
+            }
+            Placement::Remote { node, .. } if forward::was_forwarded(request) => {
+                outcomes[index] = Some(Outcome::Failed(forward::unavailable(cluster, node)));
+            }
+            Placement::Remote { node, .. } => {
+                let entry = remote.entry(node.id.as_str()).or_insert_with(|| (node, Vec::new(), Vec::new()));
+                entry.1.push(index);
+                entry.2.push(event);
+            }
+        }
+    }
+    let key = forward::presented_key(request);
+    let sends = remote.into_values().map(|(node, indexes, events)| {
+        let key = key.clone();
+        async move {
+            let body = Bytes::from(serde_json::to_vec(&events).expect("events serialize"));
+            let answer = state
+                .peers
+                .send(cluster, node, Method::POST, Endpoint::InternalEvents.pattern(), key.as_ref(), body, request.deadline)
+                .await;
+            let outcomes = match answer {
+                Some((status, body)) if status == StatusCode::OK => parse_internal_results(&body, indexes.len()),
+                Some((status, body)) => {
+                    let failure: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({"code": "unavailable", "message": "the owning node failed"}));
+                    let mut failure = failure;
+                    failure["status"] = json!(status.as_u16());
+                    (0..indexes.len()).map(|_| Outcome::Refused(failure.clone())).collect()
+                }
+                None => (0..indexes.len())
+                    .map(|_| Outcome::Failed(forward::unavailable(cluster, node)))
+                    .collect(),
+            };
+            (indexes, outcomes)
+        }
+    });
+    let here = async {
+        if local.1.is_empty() {
+            return (local.0, Vec::new());
+        }
+        let outcomes = match ingest_here(state, local.1).await {
+            Ok(outcomes) => outcomes,
+            Err(error) => {
+                let failure = json!({"code": error.code(), "message": error.to_string(), "status": error.status().as_u16()});
+                local.0.iter().map(|_| Outcome::Refused(failure.clone())).collect()
+            }
+        };
+        (local.0, outcomes)
+    };
+    let (here, there) = futures::join!(here, futures::future::join_all(sends));
+    for (indexes, answers) in std::iter::once(here).chain(there) {
+        for (index, outcome) in indexes.into_iter().zip(answers) {
+            outcomes[index] = Some(outcome);
+        }
+    }
+    Ok(outcomes
+        .into_iter()
+        .map(|outcome| outcome.unwrap_or_else(|| Outcome::Failed(ApiError::Internal("an event got no answer".into()))))
+        .collect())
+}
+
+/// Ingests events owned here.
+async fn ingest_here(state: &AppState, events: Vec<Event>) -> Result<Vec<Outcome>, ApiError> {
+    Ok(state
+        .services
+        .ingest_events(events)
+        .await?
+        .results
+        .into_iter()
+        .map(|result| match result {
+            Ok(duplicate) => Outcome::Accepted { duplicate },
+            Err(error) => Outcome::Failed(error.into()),
+        })
+        .collect())
+}
+
+/// `POST /v1/internal/events`: events in rankstream's own encoding that another node
+/// accepted for shards of this one. 200 `{"results": [{"duplicate"} | {"code",
+/// "message", "status"}]}`, one per event in order.
+async fn ingest_internal(state: &AppState, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
+    let events: Vec<Event> =
+        serde_json::from_slice(&request.body).map_err(|error| ApiError::validation(format!("not a list of events: {error}")))?;
+    let results: Vec<Value> = ingest_here(state, events)
+        .await?
+        .into_iter()
+        .map(|outcome| match outcome {
+            Outcome::Accepted { duplicate } => json!({ "duplicate": duplicate }),
+            Outcome::Failed(error) => {
+                json!({"code": error.code(), "message": error.to_string(), "status": error.status().as_u16()})
+            }
+            Outcome::Refused(failure) => failure,
+        })
+        .collect();
+    ok(&json!({ "results": results }))
+}
+
+/// The owner's answers to forwarded events; a garbled answer fails them all.
+fn parse_internal_results(body: &[u8], count: usize) -> Vec<Outcome> {
+    let results = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|mut answer| match answer.get_mut("results").map(Value::take) {
+            Some(Value::Array(results)) if results.len() == count => Some(results),
+            _ => None,
+        });
+    match results {
+        Some(results) => results
+            .into_iter()
+            .map(|result| match result.get("duplicate").and_then(Value::as_bool) {
+                Some(duplicate) => Outcome::Accepted { duplicate },
+                None => Outcome::Refused(result),
+            })
+            .collect(),
+        None => (0..count)
+            .map(|_| Outcome::Failed(ApiError::Internal("the owning node's answer was not understood".into())))
+            .collect(),
+    }
 }

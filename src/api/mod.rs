@@ -13,6 +13,7 @@ mod embed;
 mod embedded_events;
 mod error;
 mod events;
+mod forward;
 mod image_fetch;
 mod recommend;
 mod recommend_module;
@@ -49,6 +50,7 @@ use tokio::net::TcpListener;
 pub use auth::RateLimits;
 pub use chat::LlmClient;
 pub use error::ApiError;
+pub use forward::Peers;
 pub use request_times::RequestTimes;
 use routes::Endpoint;
 
@@ -69,11 +71,17 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// Time spent on requests, per endpoint.
     pub request_times: RequestTimes,
+    /// Connections to the other nodes of a cluster, for forwarding.
+    pub peers: Peers,
 }
 
 /// A routed, authorized request with its whole body read.
 pub struct ApiRequest {
     pub method: Method,
+    /// The path as requested (forwarding sends it on unchanged).
+    pub path: String,
+    /// When the server-side deadline of the request runs out.
+    pub deadline: Instant,
     /// Percent-decoded path parameters, in path order.
     pub params: Vec<String>,
     pub query: Option<String>,
@@ -172,10 +180,18 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl F
 async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAddr) -> HttpResponse {
     let started = Instant::now();
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-    let deadline_ms = state.config.request_timeout_ms;
+    // A forwarded request brings what is left of its caller's deadline.
+    let deadline_ms = request
+        .headers()
+        .get(forward::DEADLINE_MS)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+        .map_or(state.config.request_timeout_ms, |left| {
+            left.clamp(1, state.config.request_timeout_ms)
+        });
+    let deadline = started + Duration::from_millis(deadline_ms);
     let matched = Endpoint::match_path(&path);
     let endpoint = matched.as_ref().map(|(endpoint, _)| *endpoint);
-    let work = AssertUnwindSafe(route(&state, matched, request)).catch_unwind();
+    let work = AssertUnwindSafe(route(&state, matched, request, deadline)).catch_unwind();
     let response = match tokio::time::timeout(Duration::from_millis(deadline_ms), work).await {
         Ok(Ok(Ok(response))) => response,
         Ok(Ok(Err(error))) => error.into_response(),
@@ -193,6 +209,7 @@ async fn route(
     state: &AppState,
     matched: Option<(Endpoint, Vec<String>)>,
     request: Request<Incoming>,
+    deadline: Instant,
 ) -> Result<HttpResponse, ApiError> {
     let (parts, body) = request.into_parts();
     let (endpoint, params) = match admit(state, matched, &parts) {
@@ -205,11 +222,17 @@ async fn route(
     let body = read_body(&parts.headers, body, state.config.body_limit_bytes).await?;
     let request = ApiRequest {
         method: parts.method,
+        path: parts.uri.path().to_owned(),
+        deadline,
         params,
         query: parts.uri.query().map(str::to_owned),
         headers: parts.headers,
         body,
     };
+    forward::count_received(state, &request);
+    if let Some(answer) = forward::for_endpoint(state, endpoint, &request).await {
+        return answer;
+    }
     match endpoint {
         Endpoint::Healthz => ok(&json!({ "status": "ok" })),
         Endpoint::Readyz if state.ready.load(Ordering::SeqCst) => ok(&json!({ "status": "ready" })),
@@ -230,7 +253,12 @@ async fn route(
         Endpoint::Search => search::handle(state, request).await,
         Endpoint::SearchRerank => rerank::handle(state, request).await,
         Endpoint::Embed => embed::handle(state, request).await,
-        Endpoint::Events | Endpoint::Engagement | Endpoint::Event | Endpoint::Session | Endpoint::UserState => {
+        Endpoint::Events
+        | Endpoint::Engagement
+        | Endpoint::InternalEvents
+        | Endpoint::Event
+        | Endpoint::Session
+        | Endpoint::UserState => {
             events::handle(state, endpoint, request).await
         }
     }

@@ -38,6 +38,8 @@ pub enum Endpoint {
     Events,
     /// `/v1/events/{id}`
     Event,
+    /// `/v1/internal/events`: events another node of the cluster accepted for a shard of this one
+    InternalEvents,
     /// `/catalog/engagement`, also served at `/cds/engagement`
     Engagement,
     /// `/v1/recommend`
@@ -65,7 +67,7 @@ const DELETE: &[Method] = &[Method::DELETE];
 
 impl Endpoint {
     /// Every endpoint, in [`Endpoint::index`] order.
-    pub const ALL: [Endpoint; 25] = [
+    pub const ALL: [Endpoint; 26] = [
         Endpoint::Healthz,
         Endpoint::Readyz,
         Endpoint::AdminKeys,
@@ -83,6 +85,7 @@ impl Endpoint {
         Endpoint::Session,
         Endpoint::Events,
         Endpoint::Event,
+        Endpoint::InternalEvents,
         Endpoint::Engagement,
         Endpoint::Recommend,
         Endpoint::RecommendModule,
@@ -118,6 +121,7 @@ impl Endpoint {
             Endpoint::Session => "/v1/sessions/{sid}",
             Endpoint::Events => "/v1/events",
             Endpoint::Event => "/v1/events/{id}",
+            Endpoint::InternalEvents => "/v1/internal/events",
             Endpoint::Engagement => "/catalog/engagement",
             Endpoint::Recommend => "/v1/recommend",
             Endpoint::RecommendModule => "/v1/recommend/module",
@@ -151,6 +155,7 @@ impl Endpoint {
             ["v1", "sessions", _] => Endpoint::Session,
             ["v1", "events"] => Endpoint::Events,
             ["v1", "events", _] => Endpoint::Event,
+            ["v1", "internal", "events"] => Endpoint::InternalEvents,
             ["catalog" | "cds", "engagement"] => Endpoint::Engagement,
             ["v1", "recommend"] => Endpoint::Recommend,
             ["v1", "recommend", "module"] => Endpoint::RecommendModule,
@@ -196,6 +201,7 @@ impl Endpoint {
             Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed | Endpoint::User => GET_DELETE,
             Endpoint::Users
             | Endpoint::Events
+            | Endpoint::InternalEvents
             | Endpoint::Engagement
             | Endpoint::Recommend
             | Endpoint::RecommendModule
@@ -220,7 +226,7 @@ impl Endpoint {
             Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed => "catalog:write",
             Endpoint::User if method == Method::GET => "catalog:read",
             Endpoint::User | Endpoint::Users => "users:write",
-            Endpoint::Events | Endpoint::Engagement => "events:write",
+            Endpoint::Events | Endpoint::Engagement | Endpoint::InternalEvents => "events:write",
             Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
             Endpoint::Chat => "chat",
             Endpoint::Search | Endpoint::SearchRerank => "search",

@@ -45,6 +45,8 @@ pub struct Engine {
     /// Catalog reads and cached ranking features for the ranking path.
     items: Arc<ItemReader>,
     topology: Topology,
+    /// This node's index in the topology.
+    node: usize,
     /// One catalog actor per shard, indexed by shard id.
     shards: Vec<Addr<CatalogShard>>,
     /// One live-state host per shard.
@@ -128,13 +130,14 @@ impl Engine {
     pub fn start(
         storage: Storage,
         topology: Topology,
+        node: usize,
         clock: SharedClock,
         config: &EngineConfig,
         learner: Arc<dyn DurableEventSink>,
     ) -> Result<Engine, EngineError> {
-        if topology.nodes.len() != 1 {
+        if node >= topology.nodes.len() {
             return Err(EngineError::Topology(format!(
-                "{} nodes configured; this version serves single-node topologies (multi-node arrives with Kafka)",
+                "node {node} is not one of the topology's {} nodes",
                 topology.nodes.len()
             )));
         }
@@ -183,6 +186,7 @@ impl Engine {
             tables,
             items,
             topology,
+            node,
             shards,
             hosts,
             board: handles.board,
@@ -468,7 +472,12 @@ impl Engine {
 
     /// The shards this node owns.
     pub fn local_shards(&self) -> Vec<ShardId> {
-        self.topology.nodes[0].shards.clone()
+        self.topology.nodes[self.node].shards.clone()
+    }
+
+    /// The topology the node serves, and this node's index in it.
+    pub fn topology(&self) -> (&Topology, usize) {
+        (&self.topology, self.node)
     }
 
     /// The engine's clock, in unix ms.

@@ -27,6 +27,7 @@ fn start(dir: &std::path::Path, storage: Option<Storage>) -> TestEngine {
     let engine = Engine::start(
         storage.clone(),
         topology,
+        0,
         Arc::new(SystemClock),
         &config.engine,
         training.clone(),

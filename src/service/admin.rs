@@ -51,7 +51,13 @@ impl Services {
             "state_read_timeouts": self.ranking.state_timeouts.load(Ordering::Relaxed),
             "state_read_errors": self.ranking.state_errors.load(Ordering::Relaxed),
         });
-        json!({ "kafka": stream, "models": models, "ranking": ranking, "chat": self.chat.stats_json() })
+        json!({
+            "kafka": stream,
+            "models": models,
+            "ranking": ranking,
+            "chat": self.chat.stats_json(),
+            "cluster": self.cluster.to_json(),
+        })
     }
 
     /// Rebuilds the models from the whole event log and answers when done.

@@ -14,10 +14,12 @@
 //! - [`embed`]: text and image vectors.
 //! - [`admin`]: keys, statistics, retraining.
 //! - [`embedded_events`]: request-embedded events folded into one request's context.
+//! - [`cluster`]: which node owns a key; forwarding and replication counters.
 
 pub mod admin;
 pub mod catalog;
 pub mod chat;
+pub mod cluster;
 pub mod embed;
 pub mod embedded_events;
 mod error;
@@ -64,6 +66,8 @@ pub struct Services {
     pub stream_stats: Option<SharedStats>,
     /// Live-state reads on the ranking path: deadline and misses.
     pub ranking: RankingStats,
+    /// The topology from this node's seat: who owns which key.
+    pub cluster: cluster::Cluster,
 }
 
 /// How the ranking path fares reading live state.

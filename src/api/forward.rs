@@ -1,0 +1,248 @@
+//! Forwarding between the nodes of a cluster: a request that needs another node's
+//! live state is sent there as it came (method, path, body, key), over pooled
+//! keep-alive connections, with what is left of the caller's deadline; the owner's
+//! answer goes back unchanged, so a client cannot tell which node served it. A node
+//! that cannot be reached in time answers 503 `shard_unavailable` with `Retry-After`.
+//!
+//! The owner of a key is the service layer's decision ([`Cluster::place`]); this
+//! module is only the transport, so it lives with the other HTTP code.
+//!
+//! [`Cluster::place`]: crate::service::cluster::Cluster::place
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::routes::Endpoint;
+use super::{ApiError, ApiRequest, AppState, HttpResponse};
+use crate::service::cluster::{Cluster, Placement};
+use crate::topology::Node;
+
+/// Names the node that forwarded a request; its receiver serves it locally or not at all.
+pub const FORWARDED_BY: HeaderName = HeaderName::from_static("x-rankstream-forwarded-by");
+/// Milliseconds left of the caller's deadline when the request was forwarded.
+pub const DEADLINE_MS: HeaderName = HeaderName::from_static("x-rankstream-deadline-ms");
+
+/// Pooled keep-alive connections to the other nodes.
+pub struct Peers {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Peers {
+    pub fn new(cluster: &Cluster) -> Peers {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_millis(cluster.connect_timeout_ms)));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(64)
+            .build(connector);
+        Peers { client }
+    }
+
+    /// Sends `method path` with `body` to `node` with the caller's key, and answers the
+    /// node's response, or `None` when the node could not be reached before `deadline`.
+    pub async fn send(
+        &self,
+        cluster: &Cluster,
+        node: &Node,
+        method: Method,
+        path_and_query: &str,
+        key: Option<&HeaderValue>,
+        body: Bytes,
+        deadline: Instant,
+    ) -> Option<(StatusCode, Bytes)> {
+        let now = Instant::now();
+        let limit = deadline
+            .saturating_duration_since(now)
+            .min(Duration::from_millis(cluster.forward_timeout_ms));
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("http://{}{}", node.http, path_and_query))
+            .header(CONTENT_TYPE, "application/json")
+            .header(FORWARDED_BY, cluster.me().id.as_str())
+            .header(DEADLINE_MS, limit.as_millis().to_string());
+        if let Some(key) = key {
+            request = request.header(AUTHORIZATION, key);
+        }
+        let request = request.body(Full::new(body)).ok()?;
+        let exchange = async {
+            let response = self.client.request(request).await.ok()?;
+            let status = response.status();
+            let body = response.into_body().collect().await.ok()?.to_bytes();
+            Some((status, body))
+        };
+        let answer = tokio::time::timeout(limit, exchange).await.ok().flatten();
+        cluster.count_forward(answer.is_some());
+        if answer.is_none() {
+            tracing::warn!(node = %node.id, path = path_and_query, "forwarding failed: the node did not answer in time");
+        }
+        answer
+    }
+}
+
+/// The caller's key as presented, to be presented again to the owner.
+pub fn presented_key(request: &ApiRequest) -> Option<HeaderValue> {
+    if let Some(value) = request.headers.get(AUTHORIZATION) {
+        return Some(value.clone());
+    }
+    let secret = request.headers.get("x-api-key")?.to_str().ok()?;
+    HeaderValue::from_str(&format!("Bearer {}", secret.trim())).ok()
+}
+
+/// Whether another node forwarded this request (it is then served here or refused).
+pub fn was_forwarded(request: &ApiRequest) -> bool {
+    request.headers.contains_key(FORWARDED_BY)
+}
+
+/// 503 `shard_unavailable` for a node that could not serve.
+pub fn unavailable(cluster: &Cluster, node: &Node) -> ApiError {
+    ApiError::ShardUnavailable {
+        message: format!(
+            "node {:?} ({}), which owns the shard of this key, is not answering; retry later",
+            node.id, node.http
+        ),
+        retry_after_s: cluster.retry_after_s,
+    }
+}
+
+/// Sends the request to `node` as it came and answers with the node's response.
+pub async fn to_node(state: &AppState, node: &Node, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
+    let cluster = &state.services.cluster;
+    let path = match &request.query {
+        Some(query) => format!("{}?{query}", request.path),
+        None => request.path.clone(),
+    };
+    let answer = state
+        .peers
+        .send(
+            cluster,
+            node,
+            request.method.clone(),
+            &path,
+            presented_key(request).as_ref(),
+            request.body.clone(),
+            request.deadline,
+        )
+        .await;
+    let (status, body) = answer.ok_or_else(|| unavailable(cluster, node))?;
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+        headers.insert(RETRY_AFTER, HeaderValue::from(cluster.retry_after_s));
+    }
+    Ok(response)
+}
+
+/// `None` when the live state of `key` is served here (or there is no key); else the
+/// owner's answer to the forwarded request. A request another node forwarded is never
+/// forwarded again: if this node does not own the key either, the topologies of the
+/// two nodes disagree and the request is refused with 503.
+pub async fn to_owner(state: &AppState, request: &ApiRequest, key: Option<&str>) -> Option<Result<HttpResponse, ApiError>> {
+    let cluster = &state.services.cluster;
+    let key = key?;
+    match cluster.place(key) {
+        Placement::Local => None,
+        Placement::Remote { node, shard } if was_forwarded(request) => Some(Err(ApiError::ShardUnavailable {
+            message: format!(
+                "shard {shard} is owned by node {:?} in this node's topology; the forwarding node's topology differs",
+                node.id
+            ),
+            retry_after_s: cluster.retry_after_s,
+        })),
+        Placement::Remote { node, .. } => Some(to_node(state, node, request).await),
+    }
+}
+
+/// The owner's answer when `endpoint` needs the live state of a key another node owns:
+/// ranking, search and chat by the key their body names ([`body_routing_key`]), a
+/// user's state and deletion by the uid in the path. `None`: serve here. One node reads
+/// nothing.
+pub async fn for_endpoint(
+    state: &AppState,
+    endpoint: Endpoint,
+    request: &ApiRequest,
+) -> Option<Result<HttpResponse, ApiError>> {
+    if !state.services.cluster.is_multi_node() {
+        return None;
+    }
+    match endpoint {
+        Endpoint::Recommend | Endpoint::RecommendModule | Endpoint::Search | Endpoint::SearchRerank | Endpoint::Chat => {
+            to_owner(state, request, body_routing_key(request).as_deref()).await
+        }
+        Endpoint::UserState => to_owner(state, request, request.params.first().map(String::as_str)).await,
+        Endpoint::User if request.method == Method::DELETE => {
+            to_owner(state, request, request.params.first().map(String::as_str)).await
+        }
+        _ => None,
+    }
+}
+
+/// The routing key a ranking, search or chat body names: `user_id`, else
+/// `session_id`, else (chat) `conversation_id`. Reads nothing else; a body that is
+/// not an object of strings there has no key, and is refused where it is decoded.
+pub fn body_routing_key(request: &ApiRequest) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Ids {
+        user_id: Option<Value>,
+        session_id: Option<Value>,
+        conversation_id: Option<Value>,
+    }
+    let ids: Ids = serde_json::from_slice(&request.body).ok()?;
+    [ids.user_id, ids.session_id, ids.conversation_id]
+        .into_iter()
+        .flatten()
+        .find_map(|value| match value {
+            Value::String(id) if !id.is_empty() => Some(id),
+            _ => None,
+        })
+}
+
+/// For reads by an id that does not name its shard (an event, a session): this
+/// node's answer when it is not 404, else the first other node's that is not 404.
+/// Another node down while none had it: 503.
+pub async fn first_found(
+    state: &AppState,
+    request: &ApiRequest,
+    local: Result<HttpResponse, ApiError>,
+) -> Result<HttpResponse, ApiError> {
+    let cluster = &state.services.cluster;
+    if !matches!(local, Err(ApiError::NotFound(_))) || was_forwarded(request) || !cluster.is_multi_node() {
+        return local;
+    }
+    let mut down = None;
+    for node in cluster.peers() {
+        match to_node(state, node, request).await {
+            Ok(response) if response.status() == StatusCode::NOT_FOUND => {}
+            Ok(response) => return Ok(response),
+            Err(error) => down = Some(error),
+        }
+    }
+    match down {
+        Some(error) => Err(error),
+        None => local,
+    }
+}
+
+/// Counts a request another node forwarded here.
+pub fn count_received(state: &AppState, request: &ApiRequest) {
+    if was_forwarded(request) {
+        state
+            .services
+            .cluster
+            .stats
+            .received
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}
