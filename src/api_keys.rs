@@ -166,6 +166,19 @@ impl KeyStore {
         Ok((key, secret))
     }
 
+    /// Stores a key another node of the cluster created (its secret stays unknown here).
+    pub fn put_replicated(&self, key: ApiKey) -> Result<(), KeyError> {
+        let mut batch = self.storage.batch();
+        batch.put(
+            Cf::Meta,
+            &layout::api_key(&key.id),
+            &serde_json::to_vec(&key).expect("key serializes"),
+        );
+        batch.commit()?;
+        self.by_hash.insert(key.hash.clone(), Arc::new(key));
+        Ok(())
+    }
+
     /// Every key, oldest first.
     pub fn list(&self) -> Vec<Arc<ApiKey>> {
         let mut all: Vec<_> = self.by_hash.iter().map(|entry| entry.value().clone()).collect();

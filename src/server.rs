@@ -21,6 +21,7 @@ use crate::service::chat::{ChatService, ReplyWriter};
 use crate::service::cluster::Cluster;
 use crate::service::{RankingStats, Services};
 use crate::storage::Storage;
+use crate::stream::catalog_log::{follow_catalog_log, CatalogLog};
 use crate::stream::{start_consumer, EventProducer, SharedStats};
 use crate::topology::{Topology, SINGLE_TOML};
 use crate::training::Training;
@@ -98,6 +99,24 @@ impl Node {
             .await?;
             tasks.push(consumer);
         }
+        // In a cluster, every node applies the catalog, user and key writes of the others.
+        let catalog_log = match cluster.is_multi_node() {
+            true => {
+                let log = CatalogLog::new(kafka, &cluster.me().id)?;
+                tasks.push(
+                    follow_catalog_log(
+                        kafka.clone(),
+                        cluster.me().id.clone(),
+                        engine.clone(),
+                        keys.clone(),
+                        log.stats.clone(),
+                    )
+                    .await?,
+                );
+                Some(log)
+            }
+            false => None,
+        };
         let services = Arc::new(Services {
             engine,
             keys,
@@ -118,6 +137,7 @@ impl Node {
                 ..RankingStats::default()
             },
             cluster,
+            catalog_log,
         });
         Ok(Node {
             services,

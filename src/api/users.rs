@@ -20,7 +20,7 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     };
                     let mut stored = Vec::new();
                     let mut failed = Vec::new();
-                    for (index, result) in services.upsert_users(users).await.into_iter().enumerate() {
+                    for (index, result) in services.upsert_users(users).await?.into_iter().enumerate() {
                         match result {
                             Ok(user) => stored.push(Value::Object(user)),
                             Err(error) => failed.push(row_failure(index, error)),
@@ -31,7 +31,7 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                 Value::Object(_) => {
                     let user = services
                         .upsert_users(vec![body])
-                        .await
+                        .await?
                         .pop()
                         .expect("one result per row")?;
                     ok(&user)

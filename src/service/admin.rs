@@ -8,13 +8,17 @@ use serde_json::{json, Value};
 
 use super::{ServiceError, Services};
 pub use crate::api_keys::{ApiKey, AuthFailure, NewKey};
+use crate::stream::catalog_log::CatalogChange;
 use crate::training::RetrainReport;
 
 impl Services {
     /// Creates a key; answers it with its secret (shown only here).
     pub async fn create_key(&self, new: NewKey) -> Result<(Arc<ApiKey>, String), ServiceError> {
         let keys = self.keys.clone();
-        Ok(blocking(move || keys.create(new)).await??)
+        let (key, secret) = blocking(move || keys.create(new)).await??;
+        self.replicate(vec![CatalogChange::PutKey { key: (*key).clone() }])
+            .await?;
+        Ok((key, secret))
     }
 
     /// Every key, without secrets.
@@ -28,7 +32,8 @@ impl Services {
         if !blocking(move || keys.revoke(&owned)).await?? {
             return Err(ServiceError::NotFound(format!("API key {id:?}")));
         }
-        Ok(())
+        self.replicate(vec![CatalogChange::RevokeKey { id: id.to_owned() }])
+            .await
     }
 
     /// The key a secret belongs to, if it is valid now.
@@ -56,7 +61,7 @@ impl Services {
             "models": models,
             "ranking": ranking,
             "chat": self.chat.stats_json(),
-            "cluster": self.cluster.to_json(),
+            "cluster": self.cluster_stats(),
         })
     }
 

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{ServiceError, Services};
 use crate::engine::catalog::RowKind;
+use crate::stream::catalog_log::CatalogChange;
 pub use crate::engine::catalog::{FieldType, Relation, TableRecord};
 
 /// A stored row (item or user) as the catalog keeps it.
@@ -21,7 +22,14 @@ impl Services {
         description: Option<String>,
         relations: Option<Vec<Relation>>,
     ) -> Result<Arc<TableRecord>, ServiceError> {
-        Ok(self.engine.put_table(name, description, relations).await?)
+        let change = CatalogChange::PutTable {
+            name: name.to_owned(),
+            description: description.clone(),
+            relations: relations.clone(),
+        };
+        let table = self.engine.put_table(name, description, relations).await?;
+        self.replicate(vec![change]).await?;
+        Ok(table)
     }
 
     /// A table's record with its inferred field types.
@@ -33,7 +41,9 @@ impl Services {
 
     /// Deletes a table's record and its rows on every shard.
     pub async fn delete_table(&self, name: &str) -> Result<(), ServiceError> {
-        Ok(self.engine.delete_table(name).await?)
+        self.engine.delete_table(name).await?;
+        self.replicate(vec![CatalogChange::DeleteTable { name: name.to_owned() }])
+            .await
     }
 
     /// Sets a field's type after checking that every stored value fits it.
@@ -41,7 +51,14 @@ impl Services {
         if !self.engine.has_table(table) {
             return Err(ServiceError::NotFound(format!("table {table:?}")));
         }
-        Ok(self.engine.remap_field(table, field, to).await?)
+        let record = self.engine.remap_field(table, field, to).await?;
+        let change = CatalogChange::RemapField {
+            table: table.to_owned(),
+            field: field.to_owned(),
+            to,
+        };
+        self.replicate(vec![change]).await?;
+        Ok(record)
     }
 
     /// Upserts items (each a JSON object; the catalog says what is wrong with the
@@ -50,13 +67,29 @@ impl Services {
     /// (a failure of the model fails the whole request: nothing was stored).
     pub async fn upsert_items(&self, mut rows: Vec<Value>) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
         self.embed_items(&mut rows).await?;
-        Ok(self
+        self.upsert_rows(RowKind::Item, rows).await
+    }
+
+    /// Upserts rows and, in a cluster, hands the stored ones to the other nodes (with
+    /// the `created_at` given here, so that every node keeps the same).
+    async fn upsert_rows(&self, kind: RowKind, rows: Vec<Value>) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
+        let sent = self.catalog_log.is_some().then(|| rows.clone());
+        let results: Vec<Result<Row, ServiceError>> = self
             .engine
-            .upsert_rows(RowKind::Item, rows)
+            .upsert_rows(kind, rows)
             .await
             .into_iter()
             .map(|result| result.map_err(ServiceError::from))
-            .collect())
+            .collect();
+        if let Some(sent) = sent {
+            let changes = sent
+                .into_iter()
+                .zip(&results)
+                .filter_map(|(row, result)| Some(replicated_row(kind, row, result.as_ref().ok()?)))
+                .collect();
+            self.replicate(changes).await?;
+        }
+        Ok(results)
     }
 
     /// An item as stored, soft-deleted ones included.
@@ -66,17 +99,18 @@ impl Services {
 
     /// Soft-deletes an item, or removes it (`purge`).
     pub async fn delete_item(&self, table: &str, id: &str, purge: bool) -> Result<(), ServiceError> {
-        Ok(self.engine.delete_item(table, id, purge).await?)
+        self.engine.delete_item(table, id, purge).await?;
+        let change = CatalogChange::DeleteItem {
+            table: table.to_owned(),
+            id: id.to_owned(),
+            purge,
+        };
+        self.replicate(vec![change]).await
     }
 
     /// Upserts users, in request order, one result each.
-    pub async fn upsert_users(&self, rows: Vec<Value>) -> Vec<Result<Row, ServiceError>> {
-        self.engine
-            .upsert_rows(RowKind::User, rows)
-            .await
-            .into_iter()
-            .map(|result| result.map_err(ServiceError::from))
-            .collect()
+    pub async fn upsert_users(&self, rows: Vec<Value>) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
+        self.upsert_rows(RowKind::User, rows).await
     }
 
     /// A user's stored row.
@@ -88,6 +122,42 @@ impl Services {
     /// live state of the user and of their sessions. Answers the events removed; any
     /// part that could not be removed fails the call (the rest can be retried).
     pub async fn delete_user(&self, uid: &str) -> Result<usize, ServiceError> {
-        Ok(self.engine.delete_user(uid).await?)
+        let removed = self.engine.delete_user(uid).await?;
+        self.replicate(vec![CatalogChange::DeleteUser { uid: uid.to_owned() }])
+            .await?;
+        Ok(removed)
+    }
+
+    /// In a cluster: produces writes this node applied to the catalog log, for the
+    /// other nodes, and waits for the broker's acknowledgement. Without it the write
+    /// is not acknowledged to the client (503; retrying it is harmless).
+    pub(super) async fn replicate(&self, changes: Vec<CatalogChange>) -> Result<(), ServiceError> {
+        let Some(log) = &self.catalog_log else {
+            return Ok(());
+        };
+        if changes.is_empty() {
+            return Ok(());
+        }
+        log.publish(&changes).await.map_err(|error| {
+            ServiceError::Unavailable(format!(
+                "the write is stored on this node but could not be handed to the others ({error}); retry it"
+            ))
+        })
+    }
+}
+
+/// The change that makes another node store `row` as `stored` was stored here.
+fn replicated_row(kind: RowKind, mut row: Value, stored: &Row) -> CatalogChange {
+    if let (Value::Object(fields), Some(created_at)) = (&mut row, stored.get("created_at")) {
+        fields.insert("created_at".into(), created_at.clone());
+    }
+    let text = |field: &str| stored.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
+    match kind {
+        RowKind::Item => CatalogChange::UpsertItem {
+            table: text("_table"),
+            id: text("id"),
+            row,
+        },
+        RowKind::User => CatalogChange::UpsertUser { uid: text("uid"), row },
     }
 }

@@ -39,6 +39,7 @@ use crate::embed::SharedEmbedder;
 use crate::engine::Engine;
 use crate::ranking::{Model, ModelRegistry};
 use crate::search::SearchIndex;
+use crate::stream::catalog_log::CatalogLog;
 use crate::stream::{EventProducer, SharedStats};
 use crate::training::Training;
 
@@ -68,6 +69,8 @@ pub struct Services {
     pub ranking: RankingStats,
     /// The topology from this node's seat: who owns which key.
     pub cluster: cluster::Cluster,
+    /// In a cluster: where this node's catalog, user and key writes go for the others.
+    pub catalog_log: Option<CatalogLog>,
 }
 
 /// How the ranking path fares reading live state.
@@ -87,6 +90,15 @@ impl Services {
         self.models
             .get(model_id)
             .ok_or_else(|| ServiceError::UnknownModel(model_id.to_owned()))
+    }
+
+    /// The cluster's topology and counters, with the catalog log's.
+    pub fn cluster_stats(&self) -> serde_json::Value {
+        let mut stats = self.cluster.to_json();
+        if let Some(log) = &self.catalog_log {
+            stats["replication"] = log.stats.to_json();
+        }
+        stats
     }
 
     /// The node's clock, in unix ms.

@@ -1,0 +1,339 @@
+//! The catalog log of a cluster: every catalog, user and API-key write a node accepts
+//! is produced (acks=all) to one compacted topic, and every node applies the writes of
+//! the others to its own storage and search index, in the topic's order.
+//!
+//! The topic has a single partition, so every node sees the writes in one order.
+//! Each message is keyed by what it changes (`item/<table>/<id>`, `user/<uid>`, ...), so
+//! compaction keeps the last write of each. The accepting node applied its write
+//! before producing it and skips its own messages; the others apply them. Two nodes
+//! writing the same item at the same moment can leave different last values (each
+//! keeps the other's as the later one); writes of one key through one node cannot.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{client_config, StreamError};
+use crate::api_keys::{ApiKey, KeyStore};
+use crate::config::KafkaConfig;
+use crate::engine::catalog::{FieldType, Relation, RowKind};
+use crate::engine::Engine;
+
+/// Header naming the node that accepted a write.
+const ORIGIN_HEADER: &str = "rankstream-origin";
+/// How long a produce may wait for the broker's acknowledgement.
+const PRODUCE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause before retrying a write that could not be applied for a passing reason.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// The catalog topic's one partition; its offset is stored under this shard.
+const PARTITION: i32 = 0;
+
+/// One write, as the accepting node applied it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum CatalogChange {
+    PutTable {
+        name: String,
+        description: Option<String>,
+        relations: Option<Vec<Relation>>,
+    },
+    DeleteTable {
+        name: String,
+    },
+    RemapField {
+        table: String,
+        field: String,
+        to: FieldType,
+    },
+    /// An item as it was upserted (with its vector when one was computed at ingest).
+    UpsertItem {
+        table: String,
+        id: String,
+        row: Value,
+    },
+    DeleteItem {
+        table: String,
+        id: String,
+        purge: bool,
+    },
+    UpsertUser {
+        uid: String,
+        row: Value,
+    },
+    DeleteUser {
+        uid: String,
+    },
+    PutKey {
+        key: ApiKey,
+    },
+    RevokeKey {
+        id: String,
+    },
+}
+
+impl CatalogChange {
+    /// What the write changes: compaction keeps the last message of each.
+    fn compaction_key(&self) -> String {
+        match self {
+            CatalogChange::PutTable { name, .. } | CatalogChange::DeleteTable { name } => format!("table/{name}"),
+            CatalogChange::RemapField { table, field, .. } => format!("field/{table}/{field}"),
+            CatalogChange::UpsertItem { table, id, .. } | CatalogChange::DeleteItem { table, id, .. } => {
+                format!("item/{table}/{id}")
+            }
+            CatalogChange::UpsertUser { uid, .. } | CatalogChange::DeleteUser { uid } => format!("user/{uid}"),
+            CatalogChange::PutKey { key } => format!("key/{}", key.id),
+            CatalogChange::RevokeKey { id } => format!("key/{id}"),
+        }
+    }
+}
+
+/// Counters of the catalog log, for `/v1/admin/stats`.
+#[derive(Debug, Default)]
+pub struct ReplicationStats {
+    /// Writes of this node produced to the log.
+    pub published: AtomicU64,
+    /// Writes of other nodes applied here.
+    pub applied: AtomicU64,
+    /// Writes of other nodes this node refused (a conflicting concurrent write).
+    pub conflicts: AtomicU64,
+    /// Milliseconds between the last applied write's produce and its apply here.
+    pub last_lag_ms: AtomicI64,
+    /// The largest such lag seen.
+    pub max_lag_ms: AtomicI64,
+}
+
+impl ReplicationStats {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "published": self.published.load(Ordering::Relaxed),
+            "applied": self.applied.load(Ordering::Relaxed),
+            "conflicts": self.conflicts.load(Ordering::Relaxed),
+            "lag_ms": self.last_lag_ms.load(Ordering::Relaxed),
+            "max_lag_ms": self.max_lag_ms.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// The producing side: this node's writes go to the log.
+pub struct CatalogLog {
+    producer: FutureProducer,
+    topic: String,
+    origin: String,
+    pub stats: Arc<ReplicationStats>,
+}
+
+impl CatalogLog {
+    pub fn new(config: &KafkaConfig, origin: &str) -> Result<CatalogLog, StreamError> {
+        let producer = client_config(config)
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "1")
+            .create()?;
+        Ok(CatalogLog {
+            producer,
+            topic: config.catalog_topic.clone(),
+            origin: origin.to_owned(),
+            stats: Arc::default(),
+        })
+    }
+
+    /// Produces the writes and waits until the broker acknowledged every one.
+    pub async fn publish(&self, changes: &[CatalogChange]) -> Result<(), StreamError> {
+        let sends = changes.iter().map(|change| async move {
+            let key = change.compaction_key();
+            let payload = serde_json::to_vec(change).expect("catalog changes serialize");
+            let headers = OwnedHeaders::new().insert(Header {
+                key: ORIGIN_HEADER,
+                value: Some(self.origin.as_str()),
+            });
+            let record = FutureRecord::to(&self.topic)
+                .key(&key)
+                .payload(&payload)
+                .partition(PARTITION)
+                .headers(headers);
+            self.producer
+                .send(record, PRODUCE_TIMEOUT)
+                .await
+                .map(|_| ())
+                .map_err(|(error, _)| error)
+        });
+        for result in join_all(sends).await {
+            result?;
+        }
+        self.stats
+            .published
+            .fetch_add(changes.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Starts applying the other nodes' writes from the offset stored with this node's
+/// state (the log's beginning the first time), in a task that runs until aborted.
+pub async fn follow_catalog_log(
+    config: KafkaConfig,
+    origin: String,
+    engine: Arc<Engine>,
+    keys: Arc<KeyStore>,
+    stats: Arc<ReplicationStats>,
+) -> Result<tokio::task::JoinHandle<()>, StreamError> {
+    let consumer: StreamConsumer = client_config(&config)
+        .set("group.id", format!("{}-catalog-{origin}", config.group_id))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "10")
+        .create()?;
+    let topic = config.catalog_topic.clone();
+    let metadata = consumer.fetch_metadata(Some(&topic), Duration::from_secs(10))?;
+    if metadata.topics().first().map_or(0, |t| t.partitions().len()) == 0 {
+        return Err(StreamError::Setup(format!(
+            "the catalog topic {topic:?} does not exist; create the cluster's topics with `rankstream cluster init`"
+        )));
+    }
+    let stored = engine
+        .stream_offset(PARTITION as u16, &topic)
+        .map_err(|error| StreamError::Setup(format!("reading the stored offset of {topic}: {error}")))?;
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset(&topic, PARTITION, stored.map_or(Offset::Beginning, Offset::Offset))?;
+    consumer.assign(&assignment)?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let message = match consumer.recv().await {
+                Ok(message) => message.detach(),
+                Err(error) => {
+                    tracing::warn!(%error, "reading the catalog log failed; retrying");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+            };
+            if origin_of(&message).as_deref() != Some(origin.as_str()) {
+                apply_message(&engine, &keys, &stats, &message).await;
+            }
+            let offsets = [(PARTITION as u16, topic.as_str(), message.offset() + 1)];
+            if let Err(error) = engine.store_stream_offsets(offsets.into_iter()).await {
+                tracing::warn!(%error, "storing the catalog log's offset failed; the write is applied again after a restart");
+            }
+        }
+    }))
+}
+
+fn origin_of(message: &OwnedMessage) -> Option<String> {
+    let headers = message.headers()?;
+    headers
+        .iter()
+        .find(|header| header.key == ORIGIN_HEADER)
+        .and_then(|header| header.value)
+        .map(|value| String::from_utf8_lossy(value).into_owned())
+}
+
+/// Applies one write of another node, retrying while this node cannot take it.
+async fn apply_message(engine: &Engine, keys: &KeyStore, stats: &ReplicationStats, message: &OwnedMessage) {
+    let Some(change) = message
+        .payload()
+        .and_then(|payload| serde_json::from_slice::<CatalogChange>(payload).ok())
+    else {
+        tracing::error!(offset = message.offset(), "an undecodable catalog log message was skipped");
+        stats.conflicts.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    loop {
+        match apply(engine, keys, change.clone()).await {
+            Ok(()) => break,
+            Err(Failure::Passing(reason)) => {
+                tracing::warn!(%reason, "applying a catalog write failed; retrying");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            Err(Failure::Refused(reason)) => {
+                tracing::warn!(%reason, ?change, "a catalog write of another node was refused here");
+                stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+        }
+    }
+    stats.applied.fetch_add(1, Ordering::Relaxed);
+    if let Some(produced) = message.timestamp().to_millis() {
+        let lag = chrono::Utc::now().timestamp_millis() - produced;
+        stats.last_lag_ms.store(lag, Ordering::Relaxed);
+        stats.max_lag_ms.fetch_max(lag, Ordering::Relaxed);
+    }
+}
+
+/// Why a write could not be applied.
+enum Failure {
+    /// The node cannot take it now (a stopping actor, storage trouble): retry.
+    Passing(String),
+    /// The write itself is refused here (it conflicts with a concurrent one).
+    Refused(String),
+}
+
+async fn apply(engine: &Engine, keys: &KeyStore, change: CatalogChange) -> Result<(), Failure> {
+    use crate::engine::catalog::CatalogError;
+    let catalog = |error: CatalogError| match error {
+        CatalogError::Unavailable(reason) => Failure::Passing(reason),
+        CatalogError::Storage(error) => Failure::Passing(error.to_string()),
+        // Deleting what is already gone is done.
+        CatalogError::NotFound(_) => Failure::Refused(String::new()),
+        error => Failure::Refused(error.to_string()),
+    };
+    let done_if_gone = |result: Result<(), Failure>| match result {
+        Err(Failure::Refused(reason)) if reason.is_empty() => Ok(()),
+        other => other,
+    };
+    match change {
+        CatalogChange::PutTable {
+            name,
+            description,
+            relations,
+        } => engine
+            .put_table(&name, description, relations)
+            .await
+            .map(drop)
+            .map_err(catalog),
+        CatalogChange::DeleteTable { name } => done_if_gone(engine.delete_table(&name).await.map_err(catalog)),
+        CatalogChange::RemapField { table, field, to } => {
+            engine.remap_field(&table, &field, to).await.map(drop).map_err(catalog)
+        }
+        CatalogChange::UpsertItem { row, .. } => upsert(engine, RowKind::Item, row).await.map_err(catalog),
+        CatalogChange::UpsertUser { row, .. } => upsert(engine, RowKind::User, row).await.map_err(catalog),
+        CatalogChange::DeleteItem { table, id, purge } => {
+            done_if_gone(engine.delete_item(&table, &id, purge).await.map_err(catalog))
+        }
+        CatalogChange::DeleteUser { uid } => match engine.delete_user(&uid).await {
+            Ok(_) => Ok(()),
+            Err(error) => done_if_gone(Err(deletion(error))),
+        },
+        CatalogChange::PutKey { key } => keys
+            .put_replicated(key)
+            .map_err(|error| Failure::Passing(error.to_string())),
+        CatalogChange::RevokeKey { id } => keys
+            .revoke(&id)
+            .map(drop)
+            .map_err(|error| Failure::Passing(error.to_string())),
+    }
+}
+
+async fn upsert(engine: &Engine, kind: RowKind, row: Value) -> Result<(), crate::engine::catalog::CatalogError> {
+    engine
+        .upsert_rows(kind, vec![row])
+        .await
+        .pop()
+        .expect("one result per row")
+        .map(drop)
+}
+
+fn deletion(error: crate::engine::DeleteUserError) -> Failure {
+    use crate::engine::catalog::CatalogError;
+    use crate::engine::DeleteUserError;
+    match error {
+        DeleteUserError::Catalog(CatalogError::NotFound(_)) => Failure::Refused(String::new()),
+        error => Failure::Passing(error.to_string()),
+    }
+}
