@@ -12,6 +12,8 @@ use rankstream::storage::Storage;
 use rankstream::time::parse_time_value;
 use serde_json::json;
 
+mod cli;
+
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -31,6 +33,11 @@ enum Command {
         /// Address to listen on (overrides server.bind); port 0 picks a free one.
         #[arg(long)]
         bind: Option<String>,
+    },
+    /// Set up or inspect a cluster of nodes that share the shards over Kafka.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
     },
     /// Create, list or revoke API keys directly in the data directory (server stopped).
     Keys {
@@ -55,6 +62,44 @@ struct CommonArgs {
     /// Which node of the topology this process is (overrides node.id).
     #[arg(long, global = true)]
     node_id: Option<String>,
+}
+
+#[derive(Args)]
+pub struct ClusterArgs {
+    /// Kafka bootstrap servers, HOST:PORT[,HOST:PORT...] (overrides kafka.brokers).
+    #[arg(long)]
+    pub brokers: Option<String>,
+    /// The cluster's topology file.
+    #[arg(long)]
+    pub topology: PathBuf,
+    /// Configuration file (topic names, Kafka client settings) over the defaults.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum ClusterAction {
+    /// Create every topic the cluster needs, with its partition count and cleanup
+    /// policy; topics that exist are left as they are (running it again is harmless).
+    Init {
+        #[command(flatten)]
+        args: ClusterArgs,
+        /// Replicas of each partition (1 for a single broker).
+        #[arg(long, default_value_t = 1)]
+        replication_factor: i32,
+    },
+    /// Print each node's health and shards, the consumer lag of each shard, and what
+    /// the nodes forwarded and replicated.
+    Status {
+        #[command(flatten)]
+        args: ClusterArgs,
+        /// An admin key, to read each node's statistics (default: RANKSTREAM_ADMIN_KEY).
+        #[arg(long)]
+        key: Option<String>,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -107,6 +152,10 @@ fn main() -> anyhow::Result<()> {
             ))
         }
         Command::Keys { common, action } => keys_command(&load_config(&common)?, action),
+        Command::Cluster { action } => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(cli::cluster::run(action))
+        }
     }
 }
 

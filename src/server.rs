@@ -193,7 +193,7 @@ pub async fn run(
         config: config.server.clone(),
         ready: AtomicBool::new(true),
         request_times: RequestTimes::default(),
-        peers: Peers::new(&node.services.cluster),
+        peers: Peers::new(node.services.cluster.connect_timeout_ms),
     });
     api::serve(listener, state, shutdown).await;
     node.stop().await?;

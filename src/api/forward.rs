@@ -38,10 +38,10 @@ pub struct Peers {
 }
 
 impl Peers {
-    pub fn new(cluster: &Cluster) -> Peers {
+    pub fn new(connect_timeout_ms: u64) -> Peers {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_millis(cluster.connect_timeout_ms)));
+        connector.set_connect_timeout(Some(Duration::from_millis(connect_timeout_ms)));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .pool_max_idle_per_host(64)
@@ -61,18 +61,50 @@ impl Peers {
         body: Bytes,
         deadline: Instant,
     ) -> Option<(StatusCode, Bytes)> {
-        let now = Instant::now();
         let limit = deadline
-            .saturating_duration_since(now)
+            .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(cluster.forward_timeout_ms));
+        let mut headers = vec![
+            (FORWARDED_BY, HeaderValue::from_str(&cluster.me().id).ok()?),
+            (DEADLINE_MS, HeaderValue::from(limit.as_millis() as u64)),
+        ];
+        headers.extend(key.map(|key| (AUTHORIZATION, key.clone())));
+        let answer = self.request(&node.http, method, path_and_query, headers, body, limit).await;
+        cluster.count_forward(answer.is_some());
+        if answer.is_none() {
+            tracing::warn!(node = %node.id, path = path_and_query, "forwarding failed: the node did not answer in time");
+        }
+        answer
+    }
+
+    /// `GET path` on `http` (an `IP:PORT`) with an optional key: the status and the JSON
+    /// body, or `None` when the node did not answer within `limit`. For the CLI.
+    pub async fn get_json(&self, http: &str, path: &str, key: Option<&str>, limit: Duration) -> Option<(u16, Value)> {
+        let headers = key
+            .and_then(|key| HeaderValue::from_str(&format!("Bearer {key}")).ok())
+            .map(|value| (AUTHORIZATION, value))
+            .into_iter()
+            .collect();
+        let (status, body) = self.request(http, Method::GET, path, headers, Bytes::new(), limit).await?;
+        Some((status.as_u16(), serde_json::from_slice(&body).unwrap_or(Value::Null)))
+    }
+
+    /// One request to `http` (an `IP:PORT`); `None` when no whole answer came within `limit`.
+    pub async fn request(
+        &self,
+        http: &str,
+        method: Method,
+        path_and_query: &str,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        body: Bytes,
+        limit: Duration,
+    ) -> Option<(StatusCode, Bytes)> {
         let mut request = Request::builder()
             .method(method)
-            .uri(format!("http://{}{}", node.http, path_and_query))
-            .header(CONTENT_TYPE, "application/json")
-            .header(FORWARDED_BY, cluster.me().id.as_str())
-            .header(DEADLINE_MS, limit.as_millis().to_string());
-        if let Some(key) = key {
-            request = request.header(AUTHORIZATION, key);
+            .uri(format!("http://{http}{path_and_query}"))
+            .header(CONTENT_TYPE, "application/json");
+        for (name, value) in headers {
+            request = request.header(name, value);
         }
         let request = request.body(Full::new(body)).ok()?;
         let exchange = async {
@@ -81,12 +113,7 @@ impl Peers {
             let body = response.into_body().collect().await.ok()?.to_bytes();
             Some((status, body))
         };
-        let answer = tokio::time::timeout(limit, exchange).await.ok().flatten();
-        cluster.count_forward(answer.is_some());
-        if answer.is_none() {
-            tracing::warn!(node = %node.id, path = path_and_query, "forwarding failed: the node did not answer in time");
-        }
-        answer
+        tokio::time::timeout(limit, exchange).await.ok().flatten()
     }
 }
 

@@ -4,6 +4,7 @@
 //! only after the events are durable. REST events are produced to the REST topic
 //! (acks=all) before their 202. Malformed messages go to a dead-letter topic.
 
+pub mod admin;
 pub mod catalog_log;
 mod consumer;
 mod producer;

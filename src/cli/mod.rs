@@ -1,0 +1,3 @@
+//! The binary's commands beyond `serve` (a part of `main.rs`, outside the library's layers).
+
+pub mod cluster;
