@@ -22,7 +22,7 @@ use crate::service::cluster::Cluster;
 use crate::service::{RankingStats, Services};
 use crate::storage::Storage;
 use crate::stream::catalog_log::{follow_catalog_log, CatalogLog};
-use crate::stream::{start_consumer, EventProducer, SharedStats};
+use crate::stream::{start_consumer, ClusterFeeds, EventProducer, SharedStats};
 use crate::topology::{Topology, SINGLE_TOML};
 use crate::training::Training;
 
@@ -47,6 +47,14 @@ impl Node {
                 "the topology has {} nodes; a multi-node topology needs Kafka: set [kafka] enabled = true \
                  (and kafka.brokers) on every node",
                 topology.nodes.len()
+            );
+        }
+        let kafka = &config.kafka;
+        if topology.nodes.len() > 1 && !kafka.inputs.iter().any(|input| input.topic == kafka.rest_topic) {
+            anyhow::bail!(
+                "in a cluster, REST events reach every node's learner through kafka.rest_topic: \
+                 it must be set and listed in kafka.inputs (it is {:?})",
+                kafka.rest_topic
             );
         }
         let cluster = Cluster::new(topology.clone(), me, &config.node);
@@ -82,19 +90,26 @@ impl Node {
             config.engine.checkpoint_interval_ms,
         ))];
 
-        let kafka = &config.kafka;
         let producer = match (kafka.enabled, kafka.rest_topic.is_empty()) {
             (true, false) => Some(EventProducer::new(kafka, &kafka.rest_topic, engine.shard_count())?),
             _ => None,
         };
         let stream_stats = kafka.enabled.then(SharedStats::default);
         if let Some(stats) = stream_stats.as_ref().filter(|_| !kafka.inputs.is_empty()) {
+            let feeds = match cluster.is_multi_node() {
+                true => Some(ClusterFeeds {
+                    learner: training.clone(),
+                    reroute: EventProducer::new(kafka, &kafka.rest_topic, engine.shard_count())?,
+                }),
+                false => None,
+            };
             let consumer = start_consumer(
                 kafka.clone(),
                 engine.local_shards(),
                 engine.shard_count(),
                 engine.clone(),
                 stats.clone(),
+                feeds,
             )
             .await?;
             tasks.push(consumer);

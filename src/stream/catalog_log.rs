@@ -29,8 +29,10 @@ use crate::engine::Engine;
 
 /// Header naming the node that accepted a write.
 const ORIGIN_HEADER: &str = "rankstream-origin";
-/// How long a produce may wait for the broker's acknowledgement.
-const PRODUCE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a produce may wait for room in the producer's queue.
+const PRODUCE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the broker has to acknowledge a message (`message.timeout.ms`).
+const DELIVERY_TIMEOUT_MS: &str = "5000";
 /// Pause before retrying a write that could not be applied for a passing reason.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// The catalog topic's one partition; its offset is stored under this shard.
@@ -136,6 +138,9 @@ impl CatalogLog {
             .set("acks", "all")
             .set("enable.idempotence", "true")
             .set("linger.ms", "1")
+            // A broker that does not acknowledge within this fails the write (503 to a
+            // REST client, who may retry) well inside the request's deadline.
+            .set("message.timeout.ms", DELIVERY_TIMEOUT_MS)
             .create()?;
         Ok(CatalogLog {
             producer,

@@ -12,22 +12,35 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::{client_config, EventProducer, SharedStats, StreamError, ERROR_HEADER, FORMAT_HEADER, INTERNAL_FORMAT};
 use crate::config::{EventFormat, KafkaConfig};
-use crate::domain::event::{decode_engagement, decode_v1, Event};
+use crate::domain::event::{decode_engagement, decode_v1, Event, SequencedEvent};
 use crate::engine::Engine;
 use crate::topology::{shard_for, ShardId};
+use crate::training::Training;
 
 /// Pause before retrying after the engine or the broker refused.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
+/// In a cluster, what the consumer does beyond applying this node's partitions.
+pub struct ClusterFeeds {
+    /// The learner, fed the events of the other nodes' partitions too, so that every
+    /// node ranks with models of all events.
+    pub learner: Arc<Training>,
+    /// Where an event found in a partition of this node but keyed to another node's
+    /// shard is produced again (the REST topic, partition = its shard).
+    pub reroute: EventProducer,
+}
+
 /// Creates the consumer and assigns this node's partitions (failing when a topic
 /// is missing or has the wrong partition count), then applies messages in a task
-/// until that task is aborted.
+/// until that task is aborted. In a cluster (`feeds`), the other nodes' partitions
+/// are read as well, for the learner only, from where its stored models stop.
 pub async fn start_consumer(
     config: KafkaConfig,
     shards: Vec<ShardId>,
     shard_count: u16,
     engine: Arc<Engine>,
     stats: SharedStats,
+    feeds: Option<ClusterFeeds>,
 ) -> Result<tokio::task::JoinHandle<()>, StreamError> {
     let consumer: StreamConsumer = client_config(&config)
         .set("group.id", &config.group_id)
@@ -57,50 +70,123 @@ pub async fn start_consumer(
             assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
         }
     }
+    if let Some(feeds) = &feeds {
+        let learned = feeds.learner.latest();
+        for (topic_index, input) in config.inputs.iter().enumerate() {
+            for shard in (0..shard_count).filter(|shard| !shards.contains(shard)) {
+                let source = learner_source(topic_index, shard, shard_count);
+                // The learner's sequence of such a source is the next offset to read.
+                let offset = match learned.applied.get(&source) {
+                    Some(&next) => Offset::Offset(next as i64),
+                    None => Offset::Beginning,
+                };
+                assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
+            }
+        }
+    }
     consumer.assign(&assignment)?;
     tracing::info!(partitions = assignment.count(), "kafka consumer assigned");
     Ok(tokio::spawn(consume(
         Arc::new(consumer),
         dead_letters,
         config,
-        shard_count,
+        Placement { local: shards, shard_count },
         engine,
         stats,
+        feeds,
     )))
+}
+
+/// Which shards are this node's.
+struct Placement {
+    local: Vec<ShardId>,
+    shard_count: u16,
+}
+
+impl Placement {
+    fn is_local(&self, shard: ShardId) -> bool {
+        self.local.contains(&shard)
+    }
+}
+
+/// The learner's source id of another node's partition of the `topic_index`-th input
+/// topic: past every shard id, so its sequence (the partition's next offset) is kept
+/// apart from the local logs' in the stored models.
+fn learner_source(topic_index: usize, shard: ShardId, shard_count: u16) -> ShardId {
+    let index = (topic_index as u32 + 1) * u32::from(shard_count) + u32::from(shard);
+    ShardId::try_from(index).unwrap_or(ShardId::MAX)
 }
 
 async fn consume(
     consumer: Arc<StreamConsumer>,
     dead_letters: EventProducer,
     config: KafkaConfig,
-    shard_count: u16,
+    placement: Placement,
     engine: Arc<Engine>,
     stats: SharedStats,
+    feeds: Option<ClusterFeeds>,
 ) {
+    let shard_count = placement.shard_count;
     let formats: HashMap<String, EventFormat> = config.inputs.iter().map(|i| (i.topic.clone(), i.format)).collect();
+    let topic_index: HashMap<String, usize> = config
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(index, input)| (input.topic.clone(), index))
+        .collect();
     let batch_wait = Duration::from_millis(config.batch_wait_ms);
     let mut offsets_in_flight = None;
     loop {
         let batch = next_batch(&consumer, config.max_batch, batch_wait, &stats).await;
         stats.consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
         let mut events = Vec::with_capacity(batch.len());
+        let mut reroute = Vec::new();
+        let mut learn = Vec::new();
         let mut next_offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
         for message in &batch {
+            let format = formats.get(message.topic()).copied().unwrap_or(EventFormat::Event);
+            let partition = message.partition() as ShardId;
+            if !placement.is_local(partition) {
+                // Another node's partition, read for the learner: that node applies
+                // (or dead-letters) it; an event keyed to a third shard is learned
+                // where it is produced again.
+                if let Ok(event) = decode(message, format) {
+                    if shard_for(event.routing_key().as_bytes(), shard_count) == partition {
+                        let source = learner_source(topic_index[message.topic()], partition, shard_count);
+                        let attributes = engine.items().affinity_attributes(&event);
+                        learn.push(Arc::new(SequencedEvent {
+                            source,
+                            seq: (message.offset() + 1) as u64,
+                            event,
+                            attributes,
+                        }));
+                    }
+                }
+                continue;
+            }
             next_offsets.insert((message.topic().to_owned(), message.partition()), message.offset() + 1);
-            match decode(
-                message,
-                formats.get(message.topic()).copied().unwrap_or(EventFormat::Event),
-            ) {
+            match decode(message, format) {
                 Ok(event) => {
-                    if i32::from(shard_for(event.routing_key().as_bytes(), shard_count)) != message.partition() {
+                    let shard = shard_for(event.routing_key().as_bytes(), shard_count);
+                    if shard != partition {
                         stats.forwarded.fetch_add(1, Ordering::Relaxed);
                     }
-                    events.push(event);
+                    if placement.is_local(shard) {
+                        events.push(event);
+                    } else {
+                        reroute.push(event);
+                    }
                 }
                 Err(reason) => dead_letter(&dead_letters, message, &reason, &stats).await,
             }
         }
         apply(&engine, events, &stats).await;
+        if let Some(feeds) = &feeds {
+            produce_again(&feeds.reroute, reroute).await;
+            if !learn.is_empty() {
+                feeds.learner.observe(learn).await;
+            }
+        }
         // The events are durable; their offsets follow through the same ordered commit
         // queue while the next batch is fetched.
         // One batch's offsets at a time, so stored and group offsets only move forward.
@@ -227,6 +313,18 @@ async fn apply(engine: &Engine, mut events: Vec<Event>, stats: &SharedStats) {
             tokio::time::sleep(RETRY_PAUSE).await;
         }
         events = retry;
+    }
+}
+
+/// Produces events keyed to another node's shard to that shard's partition, retrying
+/// until the broker takes them: their offsets here are recorded only after.
+async fn produce_again(producer: &EventProducer, events: Vec<Event>) {
+    if events.is_empty() {
+        return;
+    }
+    while let Err(error) = producer.produce(&events).await {
+        tracing::warn!(%error, "producing events to their owning shard's partition failed; retrying");
+        tokio::time::sleep(RETRY_PAUSE).await;
     }
 }
 

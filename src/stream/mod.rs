@@ -15,7 +15,7 @@ use std::sync::Arc;
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 
-pub use consumer::start_consumer;
+pub use consumer::{start_consumer, ClusterFeeds};
 pub use producer::EventProducer;
 
 use crate::config::KafkaConfig;

@@ -12,8 +12,10 @@ use crate::config::KafkaConfig;
 use crate::domain::event::Event;
 use crate::topology::shard_for;
 
-/// How long a produce may wait for the broker's acknowledgement.
-const PRODUCE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a produce may wait for room in the producer's queue.
+const PRODUCE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the broker has to acknowledge a message (`message.timeout.ms`).
+const DELIVERY_TIMEOUT_MS: &str = "5000";
 
 /// A producer of events to one topic.
 pub struct EventProducer {
@@ -29,6 +31,9 @@ impl EventProducer {
             .set("enable.idempotence", "true")
             .set("partitioner", "murmur2_random")
             .set("linger.ms", "1")
+            // A broker that does not acknowledge within this fails the write (503 to a
+            // REST client, who may retry) well inside the request's deadline.
+            .set("message.timeout.ms", DELIVERY_TIMEOUT_MS)
             .create()?;
         Ok(EventProducer {
             producer,

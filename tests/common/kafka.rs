@@ -56,7 +56,18 @@ pub struct Broker {
 }
 
 impl Broker {
+    /// A broker with the three topics of a one-node server (8 shards).
     pub fn start() -> Broker {
+        let broker = Broker::start_empty();
+        let port = broker.port.to_string();
+        for (topic, partitions) in [(EVENTS_TOPIC, "8"), (ENGAGEMENT_TOPIC, "8"), (DEAD_LETTER_TOPIC, "1")] {
+            broker_sh(&["topic", topic, partitions, &port]);
+        }
+        broker
+    }
+
+    /// A broker without topics (`rankstream cluster init` makes a cluster's).
+    pub fn start_empty() -> Broker {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("pick a free port")
@@ -66,11 +77,7 @@ impl Broker {
             .tempdir()
             .expect("broker dir");
         let broker = Broker { port, dir };
-        let port = port.to_string();
-        broker_sh(&["start", &port, broker.dir_str()]);
-        for (topic, partitions) in [(EVENTS_TOPIC, "8"), (ENGAGEMENT_TOPIC, "8"), (DEAD_LETTER_TOPIC, "1")] {
-            broker_sh(&["topic", topic, partitions, &port]);
-        }
+        broker_sh(&["start", &port.to_string(), broker.dir_str()]);
         broker
     }
 

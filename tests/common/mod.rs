@@ -205,8 +205,13 @@ impl TestServer {
 
     fn spawn(&mut self) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_rankstream"));
+        command.arg("serve");
+        // A node of a cluster listens where its topology says (its args bring --bind).
+        if !self.args.iter().any(|arg| arg == "--bind") {
+            command.args(["--bind", "127.0.0.1:0"]);
+        }
         command
-            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg("--data-dir")
             .arg(self.data_dir.path())
             .args(&self.args)
             .env("RANKSTREAM_ADMIN_KEY", &self.admin_key)

@@ -1,0 +1,336 @@
+//! Cluster mode (README "Cluster"): three nodes on 127.0.0.1 share 24 shards over a
+//! tansu broker whose topics `rankstream cluster init` made. Any node answers any
+//! request; each user's state is the one a single node builds from the same events;
+//! a node killed with SIGKILL makes only its own keys unavailable, and loses nothing.
+
+mod common;
+#[path = "common/kafka.rs"]
+mod kafka_support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{assert_same_state, assert_status, event, json, poll_until, StatusCode, TestServer, Value};
+use kafka_support::*;
+use rankstream::topology::{shard_for, Topology};
+
+const SHARDS: u16 = 24;
+const NODES: [&str; 3] = ["a", "b", "c"];
+const USERS: usize = 2_000;
+const EVENTS_PER_USER: usize = 3;
+const ITEMS: usize = 30;
+const RECOMMEND: &str = "/v1/recommend";
+const STATS: &str = "/v1/admin/stats";
+
+/// The broker, the topology and the three nodes.
+struct Cluster {
+    broker: Broker,
+    topology: Topology,
+    topology_file: tempfile::NamedTempFile,
+    config_file: tempfile::NamedTempFile,
+    nodes: Vec<TestServer>,
+    admin_key: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("pick a free port")
+        .port()
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let broker = Broker::start_empty();
+        let mut text = format!("shards = {SHARDS}\n");
+        for (index, id) in NODES.iter().enumerate() {
+            let first = index * 8;
+            text.push_str(&format!(
+                "[[node]]\nid = \"{id}\"\nhttp = \"127.0.0.1:{}\"\nshards = \"{first}-{}\"\n",
+                free_port(),
+                first + 7
+            ));
+        }
+        let topology = Topology::parse(&text).expect("a valid topology");
+        let topology_file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(topology_file.path(), &text).unwrap();
+        let config_file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(config_file.path(), broker.server_config()).unwrap();
+        let mut cluster = Cluster {
+            broker,
+            topology,
+            topology_file,
+            config_file,
+            nodes: Vec::new(),
+            admin_key: format!("cluster-admin-{}", std::process::id()),
+        };
+        let init = cluster.cli(&["init"]);
+        assert!(init.contains("rankstream-catalog") && init.contains("compact"), "{init}");
+        let again = cluster.cli(&["init"]);
+        assert!(!again.contains("created"), "init is idempotent: {again}");
+        for index in 0..NODES.len() {
+            let node = cluster.start_node(index);
+            cluster.nodes.push(node);
+        }
+        cluster
+    }
+
+    /// Runs `rankstream cluster ACTION --brokers ... --topology FILE`; its stdout.
+    fn cli(&self, action: &[&str]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_rankstream"))
+            .arg("cluster")
+            .args(action)
+            .args(["--brokers", &self.broker.bootstrap(), "--topology"])
+            .arg(self.topology_file.path())
+            .env("RANKSTREAM_ADMIN_KEY", &self.admin_key)
+            .output()
+            .expect("run rankstream cluster");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "cluster {action:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+
+    fn start_node(&self, index: usize) -> TestServer {
+        let node = &self.topology.nodes[index];
+        let args = [
+            "--config",
+            self.config_file.path().to_str().unwrap(),
+            "--topology",
+            self.topology_file.path().to_str().unwrap(),
+            "--node-id",
+            &node.id,
+            "--bind",
+            &node.http,
+        ];
+        let mut server = TestServer::start_with(&[("RANKSTREAM_ADMIN_KEY", &self.admin_key)], &args);
+        server.admin_key = self.admin_key.clone();
+        server
+    }
+
+    /// The index of the node owning `key`'s shard.
+    fn owner(&self, key: &str) -> usize {
+        self.topology.owner_of(shard_for(key.as_bytes(), SHARDS))
+    }
+}
+
+fn item(n: usize) -> String {
+    format!("p{n}")
+}
+
+/// The `n`-th event of user `u`: views and clicks of items by group, each with its own id.
+fn user_event(u: usize, n: usize) -> Value {
+    let item = item((u * 7 + n * 3) % ITEMS);
+    let fields = json!({"id": format!("ev-{u}-{n}"), "uid": format!("u{u}"), "sid": format!("s{u}"), "item_id": item});
+    let mut body = if n % 2 == 0 {
+        event("page_view", json!({"page_type": "product"}))
+    } else {
+        event("click", json!({"click_type": "tile"}))
+    };
+    body.as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    body
+}
+
+/// The user state without what differs between two correct nodes: time-decayed
+/// affinities are compared within 5 % by `assert_same_state`.
+fn state(server: &TestServer, uid: &str) -> Value {
+    server.user_state(uid)
+}
+
+/// Waits until every node's learner has learned `events` events.
+fn wait_learned(cluster: &Cluster, events: u64) {
+    for (index, node) in cluster.nodes.iter().enumerate() {
+        poll_until(Duration::from_secs(60), "every node to learn every event", || {
+            let (status, stats) = node.admin_get(STATS);
+            let learned = stats["models"]["events_learned"].as_u64().unwrap_or(0);
+            if status == 200 && learned >= events {
+                Ok(())
+            } else {
+                Err(format!("node {}: {learned} of {events} learned; {}", NODES[index], stats["kafka"]))
+            }
+        });
+    }
+}
+
+/// The ranked ids of a 200 recommend reply.
+#[track_caller]
+fn ranked_ids(reply: &(StatusCode, Value), context: &str) -> Vec<String> {
+    assert_status(reply, 200, context)["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{context}: no items in {}", reply.1))
+        .iter()
+        .map(|item| item["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
+    let mut cluster = Cluster::start();
+    let single = TestServer::start();
+    let items: Vec<Value> = (0..ITEMS)
+        .map(|n| json!({"id": item(n), "title": format!("Item {n}"), "price": n as f64 + 0.5, "groups": [format!("g{}", n % 4)]}))
+        .collect();
+    // The catalog goes in through node a; every node serves it.
+    let reply = cluster.nodes[0].admin_put("/v1/catalog/items", json!(items));
+    assert_eq!(assert_status(&reply, 200, "catalog through a")["upserted"], ITEMS);
+    assert_status(&single.admin_put("/v1/catalog/items", json!(items)), 200, "catalog on the single node");
+    for node in &cluster.nodes {
+        poll_until(Duration::from_secs(20), "the catalog on every node", || {
+            let reply = node.admin_get(&format!("/v1/catalog/item/items/{}", item(ITEMS - 1)));
+            match reply.0 {
+                StatusCode::OK => Ok(()),
+                status => Err(format!("{status} {}", reply.1)),
+            }
+        });
+        assert_eq!(
+            node.table_fields("items"),
+            cluster.nodes[0].table_fields("items"),
+            "the same inferred types on every node"
+        );
+    }
+
+    // Events of 2,000 users: each user's events through one way in, in order, so
+    // that every way (REST to each node, a producer straight to Kafka) is used.
+    let producer = cluster.broker.producer();
+    let mut rest: Vec<Vec<Value>> = vec![Vec::new(); NODES.len()];
+    let mut everything = Vec::new();
+    for u in 0..USERS {
+        for n in 0..EVENTS_PER_USER {
+            let body = user_event(u, n);
+            everything.push(body.clone());
+            match u % 4 {
+                3 => {
+                    producer.send_json(EVENTS_TOPIC, &format!("u{u}"), &body);
+                }
+                way => rest[way].push(body),
+            }
+        }
+    }
+    for (index, events) in rest.iter().enumerate() {
+        for batch in events.chunks(250) {
+            let reply = cluster.nodes[index].ingest(json!({ "events": batch }));
+            let body = assert_status(&reply, 202, "events through a node");
+            assert_eq!(body["accepted"], batch.len(), "{body}");
+        }
+    }
+    for batch in everything.chunks(500) {
+        assert_status(&single.ingest(json!({ "events": batch })), 202, "events on the single node");
+    }
+    let total = (USERS * EVENTS_PER_USER) as u64;
+    wait_learned(&cluster, total);
+
+    for u in 0..USERS {
+        let uid = format!("u{u}");
+        let expected = state(&single, &uid);
+        for (index, node) in cluster.nodes.iter().enumerate() {
+            let got = poll_until(Duration::from_secs(20), "the user's events applied", || {
+                let got = state(node, &uid);
+                match got["event_count"] == expected["event_count"] {
+                    true => Ok(got),
+                    false => Err(got.to_string()),
+                }
+            });
+            assert_same_state(&expected, &got, &format!("{uid} read on node {}", NODES[index]));
+        }
+    }
+
+    // The same request on every node ranks the same items in the same order.
+    for u in (0..USERS).step_by(97) {
+        let request = json!({"model_id": "default", "user_id": format!("u{u}"),
+                             "item_ids": (0..ITEMS).map(item).collect::<Vec<_>>()});
+        let rankings: Vec<Vec<String>> = cluster
+            .nodes
+            .iter()
+            .map(|node| ranked_ids(&node.admin_post(RECOMMEND, request.clone()), "recommend"))
+            .collect();
+        assert!(rankings.windows(2).all(|pair| pair[0] == pair[1]), "u{u}: {rankings:?}");
+    }
+
+    // Sessions that visit A then B teach every node that B follows A; a click on A
+    // posted to node b lifts B in the very next recommend on node c.
+    let history: Vec<Value> = (0..20)
+        .flat_map(|n| {
+            ["A", "B"].map(|item| event("page_view", json!({"sid": format!("ab-{n}"), "item_id": item, "page_type": "product"})))
+        })
+        .chain((0..10).flat_map(|n| {
+            ["C", "D"].map(|item| event("page_view", json!({"sid": format!("cd-{n}"), "item_id": item, "page_type": "product"})))
+        }))
+        .collect();
+    assert_status(&cluster.nodes[0].ingest(json!({ "events": history })), 202, "history");
+    wait_learned(&cluster, total + 60);
+    let fresh = |item: &str| event("click", json!({"uid": "u-fresh", "sid": "s-fresh", "item_id": item, "click_type": "tile"}));
+    assert_status(&cluster.nodes[1].ingest(fresh("C")), 202, "click on C through b");
+    let request = json!({"model_id": "default", "user_id": "u-fresh", "session_id": "s-fresh", "item_ids": ["B", "D", "E"]});
+    let before = ranked_ids(&cluster.nodes[2].admin_post(RECOMMEND, request.clone()), "after C");
+    assert_eq!(before[0], "D", "C's neighbour leads on node c: {before:?}");
+    assert_status(&cluster.nodes[1].ingest(fresh("A")), 202, "click on A through b");
+    let after = ranked_ids(&cluster.nodes[2].admin_post(RECOMMEND, request.clone()), "after A");
+    assert_eq!(after[0], "B", "A's neighbour leads the very next call on node c: {after:?}");
+
+    // Node c dies: its keys answer 503 with Retry-After on every other node, all
+    // others keep working.
+    cluster.nodes[2].kill();
+    let (mut down, mut up) = (0, 0);
+    for u in (0..USERS).step_by(41) {
+        let uid = format!("u{u}");
+        for index in [0, 1] {
+            let reply = cluster.nodes[index].send(
+                common::Method::GET,
+                &common::user_state_path(&uid),
+                common::Auth::Bearer(&cluster.admin_key),
+                common::Payload::Empty,
+                &[],
+            );
+            if cluster.owner(&uid) == 2 {
+                assert_eq!(reply.status, 503, "{uid}: {}", reply.body);
+                assert_eq!(reply.body["code"], "shard_unavailable", "{}", reply.body);
+                assert!(reply.header("retry-after").is_some(), "503 without Retry-After");
+                down += 1;
+            } else {
+                assert_eq!(reply.status, 200, "{uid} on a live node: {}", reply.body);
+                up += 1;
+            }
+        }
+    }
+    assert!(down > 0 && up > 0, "both kinds of keys were tried: {down} down, {up} up");
+    // Events for c's keys are refused, not lost: accepted ones are applied.
+    let mut retried: BTreeMap<String, Value> = BTreeMap::new();
+    for u in (0..USERS).step_by(13) {
+        let body = event("click", json!({"id": format!("late-{u}"), "uid": format!("u{u}"), "item_id": item(u % ITEMS), "click_type": "tile"}));
+        let reply = cluster.nodes[0].ingest(body.clone());
+        match cluster.owner(&format!("u{u}")) {
+            2 => {
+                assert_eq!(reply.0, 503, "{}", reply.1);
+                retried.insert(format!("u{u}"), body);
+            }
+            _ => assert_eq!(reply.0, 202, "{}", reply.1),
+        }
+    }
+
+    // Restarted, c has every acknowledged event once, and takes the retried ones.
+    cluster.nodes[2].restart();
+    for (uid, body) in &retried {
+        assert_status(&cluster.nodes[1].ingest(body.clone()), 202, "retry after the restart");
+        let got = state(&cluster.nodes[0], uid);
+        let ids: Vec<&str> = got["event_ids"].as_array().unwrap().iter().map(|id| id.as_str().unwrap()).collect();
+        assert_eq!(ids.len(), EVENTS_PER_USER + 1, "{uid}: {ids:?}");
+        let mut unique = ids.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len(), "{uid}: an event applied twice: {ids:?}");
+    }
+    for u in (0..USERS).filter(|u| cluster.owner(&format!("u{u}")) == 2) {
+        let uid = format!("u{u}");
+        let got = state(&cluster.nodes[1], &uid);
+        let late = usize::from(retried.contains_key(&uid));
+        assert_eq!(got["event_count"], EVENTS_PER_USER + late, "{uid} after the restart: {got}");
+    }
+    let status = cluster.cli(&["status"]);
+    assert!(status.contains("16-23") && !status.contains("down"), "{status}");
+}
