@@ -277,3 +277,41 @@ fn rest_events_are_produced_before_the_202() {
     assert_eq!(strings(&state, "event_ids"), vec!["rest-1"], "{state}");
     assert_stats(&server, json!({"applied": 0, "duplicates": 1}));
 }
+
+#[test]
+fn a_broker_outage_answers_503_with_retry_after_and_loses_nothing_acknowledged() {
+    let (broker, server, _producer) = setup();
+    let click = |id: &str| event("click", json!({"id": id, "uid": "o", "item_id": "i", "click_type": "tile"}));
+    assert_status(&server.post(EVENTS, &click("before")), 202, "before the outage");
+
+    broker.pause();
+    let started = std::time::Instant::now();
+    let reply = server.send(
+        common::Method::POST,
+        EVENTS,
+        common::Auth::Bearer(&server.admin_key),
+        common::Payload::Json(click("during")),
+        &[],
+    );
+    assert_eq!(reply.status, 503, "a write the broker cannot take: {}", reply.body);
+    assert!(reply.header("retry-after").is_some(), "503 without Retry-After");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "answered within the request deadline, not after it: {:?}",
+        started.elapsed()
+    );
+
+    broker.resume();
+    // The node recovers by itself: a retried write is accepted once the broker is back.
+    let retried = wait_for("a write accepted after the broker is back", || {
+        let reply = server.post(EVENTS, &click("during"));
+        match reply.0.as_u16() {
+            202 => Ok(reply.1),
+            _ => Err(reply.1.to_string()),
+        }
+    });
+    assert_eq!(retried["ids"], json!(["during"]), "{retried}");
+    let state = server.wait_for_count("o", 2);
+    let ids = unique_event_ids(&state);
+    assert_eq!(ids, BTreeSet::from(["before".to_owned(), "during".to_owned()]), "{state}");
+}

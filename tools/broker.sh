@@ -66,9 +66,16 @@ topic() {
 }
 
 stop() {
-    local dir=${1:-./data/broker}
+    local dir=${1:-./data/broker} pid tries=0
     if [ -f "$dir/tansu.pid" ]; then
-        kill "$(cat "$dir/tansu.pid")" 2>/dev/null || true
+        pid=$(cat "$dir/tansu.pid")
+        kill "$pid" 2>/dev/null || true
+        # Wait until it is gone (and its port free), so a start right after binds it.
+        while kill -0 "$pid" 2>/dev/null && [ "$tries" -lt 100 ]; do
+            sleep 0.1
+            tries=$((tries + 1))
+        done
+        kill -9 "$pid" 2>/dev/null || true
         rm -f "$dir/tansu.pid"
     fi
 }

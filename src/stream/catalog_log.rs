@@ -16,11 +16,12 @@ use std::time::Duration;
 use futures::future::join_all;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::producer::Producer;
 use super::{client_config, StreamError};
 use crate::api_keys::{ApiKey, KeyStore};
 use crate::config::KafkaConfig;
@@ -29,10 +30,6 @@ use crate::engine::Engine;
 
 /// Header naming the node that accepted a write.
 const ORIGIN_HEADER: &str = "rankstream-origin";
-/// How long a produce may wait for room in the producer's queue.
-const PRODUCE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long the broker has to acknowledge a message (`message.timeout.ms`).
-const DELIVERY_TIMEOUT_MS: &str = "5000";
 /// Pause before retrying a write that could not be applied for a passing reason.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// The catalog topic's one partition; its offset is stored under this shard.
@@ -126,7 +123,7 @@ impl ReplicationStats {
 
 /// The producing side: this node's writes go to the log.
 pub struct CatalogLog {
-    producer: FutureProducer,
+    producer: Producer,
     topic: String,
     origin: String,
     pub stats: Arc<ReplicationStats>,
@@ -134,16 +131,8 @@ pub struct CatalogLog {
 
 impl CatalogLog {
     pub fn new(config: &KafkaConfig, origin: &str) -> Result<CatalogLog, StreamError> {
-        let producer = client_config(config)
-            .set("acks", "all")
-            .set("enable.idempotence", "true")
-            .set("linger.ms", "1")
-            // A broker that does not acknowledge within this fails the write (503 to a
-            // REST client, who may retry) well inside the request's deadline.
-            .set("message.timeout.ms", DELIVERY_TIMEOUT_MS)
-            .create()?;
         Ok(CatalogLog {
-            producer,
+            producer: Producer::new(config, &[])?,
             topic: config.catalog_topic.clone(),
             origin: origin.to_owned(),
             stats: Arc::default(),
@@ -164,11 +153,7 @@ impl CatalogLog {
                 .payload(&payload)
                 .partition(PARTITION)
                 .headers(headers);
-            self.producer
-                .send(record, PRODUCE_TIMEOUT)
-                .await
-                .map(|_| ())
-                .map_err(|(error, _)| error)
+            self.producer.send(record).await
         });
         for result in join_all(sends).await {
             result?;

@@ -17,6 +17,9 @@ use crate::engine::Engine;
 use crate::topology::{shard_for, ShardId};
 use crate::training::Training;
 
+/// How often the consumer lag of each partition is measured.
+const LAG_INTERVAL: Duration = Duration::from_secs(2);
+
 /// Pause before retrying after the engine or the broker refused.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
@@ -67,6 +70,10 @@ pub async fn start_consumer(
                 // A partition never read starts at its beginning: nothing is skipped.
                 None => Offset::Beginning,
             };
+            stats
+                .positions
+                .lock()
+                .insert((input.topic.clone(), i32::from(shard)), stored.unwrap_or(0));
             assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
         }
     }
@@ -86,15 +93,20 @@ pub async fn start_consumer(
     }
     consumer.assign(&assignment)?;
     tracing::info!(partitions = assignment.count(), "kafka consumer assigned");
-    Ok(tokio::spawn(consume(
-        Arc::new(consumer),
+    let consumer = Arc::new(consumer);
+    let lag = watch_lag(consumer.clone(), stats.clone());
+    let work = consume(
+        consumer,
         dead_letters,
         config,
         Placement { local: shards, shard_count },
         engine,
         stats,
         feeds,
-    )))
+    );
+    Ok(tokio::spawn(async move {
+        tokio::join!(work, lag);
+    }))
 }
 
 /// Which shards are this node's.
@@ -193,12 +205,46 @@ async fn consume(
         if let Some(previous) = offsets_in_flight.take() {
             let _ = previous.await;
         }
+        stats
+            .positions
+            .lock()
+            .extend(next_offsets.iter().map(|(partition, next)| (partition.clone(), *next)));
         let (engine, consumer, group) = (engine.clone(), consumer.clone(), config.group_id.clone());
         offsets_in_flight = Some(tokio::spawn(async move {
             if record_offsets(&engine, &next_offsets).await {
                 commit_to_group(&consumer, &group, &next_offsets);
             }
         }));
+    }
+}
+
+/// Measures, every [`LAG_INTERVAL`], how far each partition of this node is behind
+/// its end (one offsets request per partition, off the async workers).
+async fn watch_lag(consumer: Arc<StreamConsumer>, stats: SharedStats) {
+    let mut interval = tokio::time::interval(LAG_INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let positions: Vec<((String, i32), i64)> = stats
+            .positions
+            .lock()
+            .iter()
+            .map(|(partition, next)| (partition.clone(), *next))
+            .collect();
+        let consumer = consumer.clone();
+        let measured = tokio::task::spawn_blocking(move || {
+            positions
+                .into_iter()
+                .filter_map(|((topic, partition), next)| {
+                    let (_, end) = consumer.fetch_watermarks(&topic, partition, LAG_INTERVAL).ok()?;
+                    Some(((topic, partition), (end - next).max(0)))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        if let Ok(measured) = measured {
+            stats.lag.lock().extend(measured);
+        }
     }
 }
 

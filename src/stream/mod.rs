@@ -9,6 +9,7 @@ pub mod catalog_log;
 mod consumer;
 mod producer;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -50,6 +51,11 @@ pub struct StreamStats {
     pub dead_lettered: AtomicU64,
     /// Errors from the broker while consuming.
     pub consume_errors: AtomicU64,
+    /// Per (input topic, partition) of this node: the next offset to apply.
+    pub positions: parking_lot::Mutex<BTreeMap<(String, i32), i64>>,
+    /// Per (input topic, partition) of this node: messages between the next offset to
+    /// apply and the partition's end, as last measured (every couple of seconds).
+    pub lag: parking_lot::Mutex<BTreeMap<(String, i32), i64>>,
 }
 
 impl StreamStats {
@@ -62,7 +68,22 @@ impl StreamStats {
             "forwarded": get(&self.forwarded),
             "dead_lettered": get(&self.dead_lettered),
             "consume_errors": get(&self.consume_errors),
+            "lag_by_shard": self.lag_by_shard(),
         })
+    }
+
+    /// Consumer lag per shard (summed over the input topics), as a JSON object.
+    fn lag_by_shard(&self) -> Value {
+        let mut by_shard: BTreeMap<i32, i64> = BTreeMap::new();
+        for ((_, partition), lag) in self.lag.lock().iter() {
+            *by_shard.entry(*partition).or_default() += lag;
+        }
+        Value::Object(
+            by_shard
+                .into_iter()
+                .map(|(shard, lag)| (shard.to_string(), json!(lag)))
+                .collect(),
+        )
     }
 }
 

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use futures::future::join_all;
-use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, OwnedHeaders, ToBytes};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::{client_config, StreamError, FORMAT_HEADER, INTERNAL_FORMAT};
@@ -17,26 +18,61 @@ const PRODUCE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the broker has to acknowledge a message (`message.timeout.ms`).
 const DELIVERY_TIMEOUT_MS: &str = "5000";
 
+/// An acks=all producer, ordered per partition (one request in flight per broker).
+///
+/// Not idempotent: tansu 0.6 (the broker the project tests with) panics on a produce
+/// of an idempotent producer that outlived a broker restart, and then serves nothing.
+/// A retried send may therefore store a message twice: the owning shard applies an
+/// event once by its id and a catalog write is an upsert, so state does not change;
+/// the other nodes' learners (which read partitions by offset) count such a copy twice.
+pub struct Producer {
+    producer: FutureProducer,
+}
+
+impl Producer {
+    pub fn new(config: &KafkaConfig, extra: &[(&str, &str)]) -> Result<Producer, StreamError> {
+        let mut settings = client_config(config);
+        settings
+            .set("acks", "all")
+            .set("enable.idempotence", "false")
+            .set("max.in.flight.requests.per.connection", "1")
+            .set("linger.ms", "1")
+            // A broker that does not acknowledge within this fails the write (503 to a
+            // REST client, who may retry) well inside the request's deadline.
+            .set("message.timeout.ms", DELIVERY_TIMEOUT_MS);
+        for (key, value) in extra {
+            settings.set(*key, *value);
+        }
+        Ok(Producer {
+            producer: settings.create()?,
+        })
+    }
+
+    /// Produces one message and waits for the broker's acknowledgement.
+    pub async fn send<K, P>(&self, record: FutureRecord<'_, K, P>) -> Result<(), KafkaError>
+    where
+        K: ToBytes + ?Sized,
+        P: ToBytes + ?Sized,
+    {
+        self.producer
+            .send(record, PRODUCE_TIMEOUT)
+            .await
+            .map(|_| ())
+            .map_err(|(error, _)| error)
+    }
+}
+
 /// A producer of events to one topic.
 pub struct EventProducer {
-    producer: FutureProducer,
+    producer: Producer,
     topic: String,
     shards: u16,
 }
 
 impl EventProducer {
     pub fn new(config: &KafkaConfig, topic: &str, shards: u16) -> Result<EventProducer, StreamError> {
-        let producer = client_config(config)
-            .set("acks", "all")
-            .set("enable.idempotence", "true")
-            .set("partitioner", "murmur2_random")
-            .set("linger.ms", "1")
-            // A broker that does not acknowledge within this fails the write (503 to a
-            // REST client, who may retry) well inside the request's deadline.
-            .set("message.timeout.ms", DELIVERY_TIMEOUT_MS)
-            .create()?;
         Ok(EventProducer {
-            producer,
+            producer: Producer::new(config, &[("partitioner", "murmur2_random")])?,
             topic: topic.to_owned(),
             shards,
         })
@@ -56,11 +92,7 @@ impl EventProducer {
                 .payload(&payload)
                 .partition(i32::from(shard_for(key.as_bytes(), self.shards)))
                 .headers(headers);
-            self.producer
-                .send(record, PRODUCE_TIMEOUT)
-                .await
-                .map(|_| ())
-                .map_err(|(error, _)| error)
+            self.producer.send(record).await
         });
         for result in join_all(sends).await {
             result?;
@@ -82,10 +114,6 @@ impl EventProducer {
         if let Some(payload) = payload {
             record = record.payload(payload);
         }
-        self.producer
-            .send(record, PRODUCE_TIMEOUT)
-            .await
-            .map(|_| ())
-            .map_err(|(error, _)| error.into())
+        Ok(self.producer.send(record).await?)
     }
 }

@@ -81,6 +81,15 @@ impl Broker {
         broker
     }
 
+    /// Stops the broker (an outage); [`Broker::resume`] starts it again on its data.
+    pub fn pause(&self) {
+        broker_sh(&["stop", self.dir_str()]);
+    }
+
+    pub fn resume(&self) {
+        broker_sh(&["start", &self.port.to_string(), self.dir_str()]);
+    }
+
     fn dir_str(&self) -> &str {
         self.dir.path().to_str().expect("utf-8 temp dir")
     }
