@@ -30,7 +30,8 @@ enum Command {
     Serve {
         #[command(flatten)]
         common: CommonArgs,
-        /// Address to listen on (overrides server.bind); port 0 picks a free one.
+        /// Address to listen on (overrides server.bind; a node of a multi-node topology
+        /// listens on its topology `http` address without it); port 0 picks a free one.
         #[arg(long)]
         bind: Option<String>,
     },
@@ -134,8 +135,13 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { common, bind } => {
             let mut config = load_config(&common)?;
-            if let Some(bind) = bind {
-                config.server.bind = bind;
+            match bind {
+                Some(bind) => config.server.bind = bind,
+                None => {
+                    if let Some(http) = rankstream::server::topology_bind(&config)? {
+                        config.server.bind = http;
+                    }
+                }
             }
             let admin_secret = std::env::var("RANKSTREAM_ADMIN_KEY").ok();
             let system = actix_rt::System::with_tokio_rt(|| {

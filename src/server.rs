@@ -269,6 +269,17 @@ async fn load_embedder(config: &Config) -> anyhow::Result<Arc<dyn crate::embed::
     Ok(embedder)
 }
 
+/// In a topology of several nodes, the address this node's entry gives (where the
+/// others forward to): a node listens there unless `--bind` says otherwise.
+pub fn topology_bind(config: &Config) -> anyhow::Result<Option<String>> {
+    let topology = load_topology(config)?;
+    if topology.nodes.len() < 2 {
+        return Ok(None);
+    }
+    let me = topology.node_index(&config.node.id)?;
+    Ok(Some(topology.nodes[me].http.clone()))
+}
+
 fn load_topology(config: &Config) -> anyhow::Result<Topology> {
     let text = if config.engine.topology_file.is_empty() {
         SINGLE_TOML.to_owned()
