@@ -151,9 +151,9 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
             .collect();
         println!(
             "{:<6} {:10} {:>8}  {}",
-            shard["shard"],
+            shard["shard"].as_u64().unwrap_or_default(),
             shard["owner"].as_str().unwrap_or("?"),
-            shard["lag"],
+            shard["lag"].as_i64().unwrap_or_default(),
             per_topic.join(" ")
         );
     }

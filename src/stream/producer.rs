@@ -17,6 +17,8 @@ use crate::topology::shard_for;
 const PRODUCE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the broker has to acknowledge a message (`message.timeout.ms`).
 const DELIVERY_TIMEOUT_MS: &str = "5000";
+/// How long the broker has to answer one produce request (`request.timeout.ms`).
+const REQUEST_TIMEOUT_MS: &str = "4000";
 
 /// An acks=all producer, ordered per partition (one request in flight per broker).
 ///
@@ -39,7 +41,10 @@ impl Producer {
             .set("linger.ms", "1")
             // A broker that does not acknowledge within this fails the write (503 to a
             // REST client, who may retry) well inside the request's deadline.
-            .set("message.timeout.ms", DELIVERY_TIMEOUT_MS);
+            .set("message.timeout.ms", DELIVERY_TIMEOUT_MS)
+            // A request already sent waits for its answer this long (30 s by default),
+            // whatever message.timeout.ms says: a broker that hangs must fail it too.
+            .set("request.timeout.ms", REQUEST_TIMEOUT_MS);
         for (key, value) in extra {
             settings.set(*key, *value);
         }
