@@ -43,7 +43,9 @@ impl Peers {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(Duration::from_millis(connect_timeout_ms)));
         let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
+            // Shorter than a node keeps an idle connection open (server.request_timeout_ms
+            // by default), so a request is not written to a connection being closed.
+            .pool_idle_timeout(Duration::from_secs(5))
             .pool_max_idle_per_host(64)
             .build(connector);
         Peers { client }

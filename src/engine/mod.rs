@@ -475,11 +475,6 @@ impl Engine {
         self.topology.nodes[self.node].shards.clone()
     }
 
-    /// The topology the node serves, and this node's index in it.
-    pub fn topology(&self) -> (&Topology, usize) {
-        (&self.topology, self.node)
-    }
-
     /// The engine's clock, in unix ms.
     pub fn now_millis(&self) -> i64 {
         self.clock.now_millis()

@@ -69,10 +69,6 @@ impl Cluster {
         &self.topology.nodes[self.me]
     }
 
-    pub fn topology(&self) -> &Topology {
-        &self.topology
-    }
-
     /// The other nodes.
     pub fn peers(&self) -> impl Iterator<Item = &Node> {
         let me = self.me;
