@@ -1,5 +1,5 @@
 //! The harness shared by the benchmark tools (`bench-catalog`, `bench-chat`,
-//! `bench-embed`, `bench-events`, `bench-recommend`, `bench-search`) and `eval-offline`,
+//! `bench-embed`, `bench-events`, `bench-recommend`, `bench-search`, `bench-cluster`) and `eval-offline`,
 //! included by each with `#[path = "bench_common.rs"] mod bench_common;`. Its modules
 //! live in `tools/bench/` and everything they export is re-exported here:
 //!
@@ -12,6 +12,8 @@
 //! - `load`: the closed and the open load loops, and what they tally.
 //! - `stats`: percentiles, medians, latencies in ms, thousands separators.
 //! - `cpu`: CPU times from `/proc` (a process's, the tool's own threads', steal).
+//! - `kafka`: a tansu broker of the tool's own, a producer and a consumer set up like
+//!   the server's, and the broker's produce -> consume floor.
 //! - `report`: the head of a BENCHMARKS.md section, the targets table, writing the
 //!   section and the tool's index line.
 // Each tool uses a different part of the harness, and of the re-exports below.
@@ -21,6 +23,8 @@
 mod client;
 #[path = "bench/cpu.rs"]
 mod cpu;
+#[path = "bench/kafka.rs"]
+mod kafka;
 #[path = "bench/load.rs"]
 mod load;
 #[path = "bench/report.rs"]
@@ -34,6 +38,7 @@ mod stats;
 
 pub use client::*;
 pub use cpu::*;
+pub use kafka::*;
 pub use load::*;
 pub use report::*;
 pub use server::*;

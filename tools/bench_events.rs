@@ -49,15 +49,12 @@ use clap::Parser;
 use hyper::StatusCode;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rankstream::topology::shard_for;
-use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use serde_json::{json, Value};
 
 use bench_common::{
-    brief_summary, check_accepted, elapsed_ms, goals_table, max, median, ms, percentile, print_goals, publish_section,
-    section_head, server_binary, thousands, Goal, Load, Span, SpawnedServer, Tally, Target, EVENTS, RATE_LIMIT_ENV,
+    brief_summary, check_accepted, consumer, elapsed_ms, goals_table, kafka_floor, max, median, ms, percentile,
+    print_goals, produce, producer, publish_section, section_head, server_binary, thousands, Broker, Goal, Load, Span,
+    SpawnedServer, Tally, Target, EVENTS, KAFKA_WARMUP, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Events: freshness and ingest";
@@ -68,7 +65,6 @@ const FLOOR_TOPIC: &str = "bench-floor";
 const FLOOR_TOPIC_2: &str = "bench-floor-2";
 /// Unmeasured round trips first (connections, actors): REST freshness, Kafka freshness.
 const REST_WARMUP: usize = 100;
-const KAFKA_WARMUP: usize = 20;
 /// Longest wait for one event to show up anywhere.
 const EVENT_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -336,119 +332,6 @@ async fn rest_bulk(target: &Arc<Target>, events: usize, args: &Args) -> Result<V
 
 // ---------------------------------------------------------------- Kafka
 
-/// A tansu broker this tool started, in a temp dir that also holds the server's config;
-/// stopped and its dir removed when dropped.
-struct Broker {
-    script: PathBuf,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Broker {
-    fn start(script: &Path) -> Result<Broker> {
-        let dir = std::env::temp_dir().join(format!("rankstream-bench-broker-{}", uuid::Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&dir)?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let broker = Broker {
-            script: script.to_owned(),
-            dir,
-            port,
-        };
-        broker.script(&["start", &port.to_string(), &broker.dir.join("broker").to_string_lossy()])?;
-        Ok(broker)
-    }
-
-    fn script(&self, args: &[&str]) -> Result<()> {
-        let status = std::process::Command::new("bash")
-            .arg(&self.script)
-            .args(args)
-            .status()?;
-        ensure!(status.success(), "{} {args:?}: {status}", self.script.display());
-        Ok(())
-    }
-
-    fn topic(&self, name: &str, partitions: u16) -> Result<()> {
-        self.script(&["topic", name, &partitions.to_string(), &self.port.to_string()])
-    }
-
-    fn brokers(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let broker_dir = self.dir.join("broker");
-        let pid = std::fs::read_to_string(broker_dir.join("tansu.pid")).unwrap_or_default();
-        self.script(&["stop", &broker_dir.to_string_lossy()]).ok();
-        // Wait until it is gone (or a zombie) before removing its files.
-        for _ in 0..100 {
-            let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
-            if stat.is_empty() || stat.contains(") Z ") {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
-
-fn producer(brokers: &str, linger_ms: &str) -> Result<FutureProducer> {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", brokers)
-        .set("acks", "all")
-        .set("partitioner", "murmur2_random");
-    Ok(config
-        .set("linger.ms", linger_ms)
-        .set("queue.buffering.max.messages", "1000000")
-        .create()?)
-}
-
-/// A bare consumer set up like the server's, assigned to `partitions` of `topic` from their start.
-fn consumer(brokers: &str, topics: &[&str], partitions: std::ops::Range<i32>) -> Result<StreamConsumer> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", format!("bench-{}", uuid::Uuid::now_v7().simple()))
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "10")
-        .create()?;
-    let mut assignment = TopicPartitionList::new();
-    for (topic, partition) in topics
-        .iter()
-        .flat_map(|topic| partitions.clone().map(move |p| (topic, p)))
-    {
-        assignment.add_partition_offset(topic, partition, Offset::Beginning)?;
-    }
-    consumer.assign(&assignment)?;
-    Ok(consumer)
-}
-
-/// Produces one keyed message, waits for its ack (acks=all) and checks that it landed on
-/// the key's shard when `partition` is None (murmur2); returns the ack time in ms.
-async fn produce(
-    producer: &FutureProducer,
-    topic: &str,
-    partition: Option<i32>,
-    key: &str,
-    payload: &str,
-) -> Result<f64> {
-    let mut record = FutureRecord::to(topic).key(key).payload(payload);
-    record.partition = partition;
-    let started = Instant::now();
-    let delivery = producer
-        .send(record, Duration::from_secs(10))
-        .await
-        .map_err(|(error, _)| error)?;
-    let expected = partition.unwrap_or_else(|| i32::from(shard_for(key.as_bytes(), SHARDS)));
-    ensure!(
-        delivery.partition == expected,
-        "{key} went to partition {}, not {expected}",
-        delivery.partition
-    );
-    Ok(elapsed_ms(started))
-}
-
 /// Part 3 (`ingest` false) or 4 (true), each with a broker and a Kafka-enabled server of its own.
 async fn kafka_part(args: &Args, plan: &Plan, binary: &Path, ingest: bool, report: &mut Report) -> Result<()> {
     let broker = Broker::start(&args.broker_script)?;
@@ -492,9 +375,9 @@ async fn kafka_part(args: &Args, plan: &Plan, binary: &Path, ingest: bool, repor
             report.kafka_ingest = Some(times);
         } else {
             let messages = plan.kafka_messages;
-            (report.floor, report.floor_acks) = kafka_floor(&brokers, messages, &[FLOOR_TOPIC], 0..1).await?;
+            (report.floor, report.floor_acks) = kafka_floor(&brokers, messages, FLOOR_TOPIC, &[FLOOR_TOPIC], 0..1).await?;
             let both = [FLOOR_TOPIC, FLOOR_TOPIC_2];
-            report.floor_16 = kafka_floor(&brokers, messages, &both, 0..i32::from(SHARDS)).await?.0;
+            report.floor_16 = kafka_floor(&brokers, messages, FLOOR_TOPIC, &both, 0..i32::from(SHARDS)).await?.0;
             kafka_freshness(&brokers, &target, messages, args, report).await?;
         }
         anyhow::Ok(())
@@ -518,7 +401,7 @@ async fn produce_backlog(brokers: &str, events: usize, args: &Args) -> Result<(f
             .collect();
         let acks = chunk
             .iter()
-            .map(|(uid, payload)| produce(&producer, EVENTS_TOPIC, None, uid, payload));
+            .map(|(uid, payload)| produce(&producer, (EVENTS_TOPIC, SHARDS), None, uid, payload));
         for ack in futures::future::join_all(acks).await {
             ack?;
         }
@@ -578,53 +461,6 @@ async fn wait_applied(target: &Target, events: usize, since: Instant) -> Result<
     }
 }
 
-/// Part 3a: produce to partition 0 of bench-floor -> received by a bare consumer assigned
-/// to `partitions` of `topics`. Returns the latencies and the produce acks, in ms.
-async fn kafka_floor(
-    brokers: &str,
-    messages: usize,
-    topics: &[&str],
-    partitions: std::ops::Range<i32>,
-) -> Result<(Vec<f64>, Vec<f64>)> {
-    let producer = producer(brokers, "0")?;
-    let consumer = consumer(brokers, topics, partitions.clone())?;
-    let (mut floor, mut acks) = (Vec::new(), Vec::new());
-    let (received_tx, mut received) = tokio::sync::mpsc::unbounded_channel();
-    let receiver = tokio::spawn(async move {
-        while let Ok(message) = consumer.recv().await {
-            let payload = message.payload().map(|payload| payload.to_vec());
-            if received_tx.send((payload, Instant::now())).is_err() {
-                break;
-            }
-        }
-    });
-    // Payloads unique to this call: an earlier call's messages on bench-floor are skipped.
-    let run = uuid::Uuid::now_v7().simple().to_string();
-    for seq in 0..KAFKA_WARMUP + messages {
-        let payload = format!("{run}:{seq}");
-        let started = Instant::now();
-        let ack = produce(&producer, FLOOR_TOPIC, Some(0), "floor", &payload).await?;
-        let at = loop {
-            match tokio::time::timeout(EVENT_DEADLINE, received.recv()).await {
-                Ok(Some((got, at))) if got.as_deref() == Some(payload.as_bytes()) => break at,
-                Ok(Some(_)) => continue,
-                _ => bail!("the floor consumer did not receive message {seq} (or failed)"),
-            }
-        };
-        if seq >= KAFKA_WARMUP {
-            floor.push((at - started).as_secs_f64() * 1000.0);
-            acks.push(ack);
-        }
-    }
-    receiver.abort();
-    let assigned = topics.len() * partitions.len();
-    println!(
-        "Kafka floor, consumer on {assigned} partition(s), {messages} messages: produce -> consumed {}",
-        brief_summary(&floor)
-    );
-    Ok((floor, acks))
-}
-
 /// Part 3b: produce an event, then poll the user's state until it lists the id.
 async fn kafka_freshness(
     brokers: &str,
@@ -643,7 +479,7 @@ async fn kafka_freshness(
         let payload = v1_event(&id, true, Some(&uid), &sid, item).to_string();
         let path = format!("/v1/users/{uid}/state");
         let started = Instant::now();
-        let ack = produce(&producer, EVENTS_TOPIC, None, &uid, &payload).await?;
+        let ack = produce(&producer, (EVENTS_TOPIC, SHARDS), None, &uid, &payload).await?;
         let mut polls = 0;
         loop {
             let (status, body) = target.get(&mut sender, &path).await?;

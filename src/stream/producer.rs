@@ -48,6 +48,10 @@ impl Producer {
         for (key, value) in extra {
             settings.set(*key, *value);
         }
+        // The operator's `[kafka.client]` settings win over these defaults.
+        for (key, value) in &config.client {
+            settings.set(key, value);
+        }
         Ok(Producer {
             producer: settings.create()?,
         })

@@ -90,7 +90,7 @@ impl SpawnedServer {
         self.pid
     }
 
-    /// Starts `binary serve --bind 127.0.0.1:0` on a fresh data dir with a generated
+    /// Starts `binary serve --bind 127.0.0.1:0` (unless `extra_args` bind) on a fresh data dir with a generated
     /// RANKSTREAM_ADMIN_KEY and durability sync, plus `extra_args` and `extra_env`, and
     /// returns once it listens.
     pub async fn start(binary: &Path, extra_args: &[OsString], extra_env: &[(&str, &str)]) -> Result<SpawnedServer> {
@@ -99,8 +99,15 @@ impl SpawnedServer {
         let dir = std::env::temp_dir().join(format!("rankstream-bench-{unique}"));
         std::fs::create_dir_all(&dir)?;
         let log_path = dir.join("server.log");
+        // A node of a cluster listens where its topology says (`extra_args` bring --bind).
+        let bind: &[&str] = match extra_args.iter().any(|arg| arg == "--bind") {
+            true => &[],
+            false => &["--bind", "127.0.0.1:0"],
+        };
         let mut child = tokio::process::Command::new(binary)
-            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg("serve")
+            .args(bind)
+            .arg("--data-dir")
             .arg(dir.join("data"))
             .args(extra_args)
             .env("RANKSTREAM_ADMIN_KEY", &admin_key)
