@@ -22,7 +22,8 @@ use crate::service::cluster::Cluster;
 use crate::service::{RankingStats, Services};
 use crate::storage::Storage;
 use crate::stream::catalog_log::{follow_catalog_log, CatalogLog};
-use crate::stream::{start_consumer, ClusterFeeds, EventProducer, SharedStats};
+use crate::stream::learner_feed::follow_other_partitions;
+use crate::stream::{start_consumer, EventProducer, SharedStats};
 use crate::topology::{Topology, SINGLE_TOML};
 use crate::training::Training;
 
@@ -96,11 +97,18 @@ impl Node {
         };
         let stream_stats = kafka.enabled.then(SharedStats::default);
         if let Some(stats) = stream_stats.as_ref().filter(|_| !kafka.inputs.is_empty()) {
-            let feeds = match cluster.is_multi_node() {
-                true => Some(ClusterFeeds {
-                    learner: training.clone(),
-                    reroute: EventProducer::new(kafka, &kafka.rest_topic, engine.shard_count())?,
-                }),
+            let reroute = match cluster.is_multi_node() {
+                true => {
+                    tasks.push(follow_other_partitions(
+                        kafka,
+                        &engine.local_shards(),
+                        engine.shard_count(),
+                        engine.clone(),
+                        training.clone(),
+                        stats.clone(),
+                    )?);
+                    Some(EventProducer::new(kafka, &kafka.rest_topic, engine.shard_count())?)
+                }
                 false => None,
             };
             let consumer = start_consumer(
@@ -109,7 +117,7 @@ impl Node {
                 engine.shard_count(),
                 engine.clone(),
                 stats.clone(),
-                feeds,
+                reroute,
             )
             .await?;
             tasks.push(consumer);

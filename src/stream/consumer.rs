@@ -12,10 +12,9 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::{client_config, EventProducer, SharedStats, StreamError, ERROR_HEADER, FORMAT_HEADER, INTERNAL_FORMAT};
 use crate::config::{EventFormat, KafkaConfig};
-use crate::domain::event::{decode_engagement, decode_v1, Event, SequencedEvent};
+use crate::domain::event::{decode_engagement, decode_v1, Event};
 use crate::engine::Engine;
 use crate::topology::{shard_for, ShardId};
-use crate::training::Training;
 
 /// How often the consumer lag of each partition is measured.
 const LAG_INTERVAL: Duration = Duration::from_secs(2);
@@ -23,27 +22,17 @@ const LAG_INTERVAL: Duration = Duration::from_secs(2);
 /// Pause before retrying after the engine or the broker refused.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
-/// In a cluster, what the consumer does beyond applying this node's partitions.
-pub struct ClusterFeeds {
-    /// The learner, fed the events of the other nodes' partitions too, so that every
-    /// node ranks with models of all events.
-    pub learner: Arc<Training>,
-    /// Where an event found in a partition of this node but keyed to another node's
-    /// shard is produced again (the REST topic, partition = its shard).
-    pub reroute: EventProducer,
-}
-
 /// Creates the consumer and assigns this node's partitions (failing when a topic
 /// is missing or has the wrong partition count), then applies messages in a task
-/// until that task is aborted. In a cluster (`feeds`), the other nodes' partitions
-/// are read as well, for the learner only, from where its stored models stop.
+/// until that task is aborted. In a cluster, an event keyed to another node's shard is
+/// produced again to its shard's partition by `reroute` (the REST topic's producer).
 pub async fn start_consumer(
     config: KafkaConfig,
     shards: Vec<ShardId>,
     shard_count: u16,
     engine: Arc<Engine>,
     stats: SharedStats,
-    feeds: Option<ClusterFeeds>,
+    reroute: Option<EventProducer>,
 ) -> Result<tokio::task::JoinHandle<()>, StreamError> {
     let consumer: StreamConsumer = client_config(&config)
         .set("group.id", &config.group_id)
@@ -77,20 +66,6 @@ pub async fn start_consumer(
             assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
         }
     }
-    if let Some(feeds) = &feeds {
-        let learned = feeds.learner.latest();
-        for (topic_index, input) in config.inputs.iter().enumerate() {
-            for shard in (0..shard_count).filter(|shard| !shards.contains(shard)) {
-                let source = learner_source(topic_index, shard, shard_count);
-                // The learner's sequence of such a source is the next offset to read.
-                let offset = match learned.applied.get(&source) {
-                    Some(&next) => Offset::Offset(next as i64),
-                    None => Offset::Beginning,
-                };
-                assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
-            }
-        }
-    }
     consumer.assign(&assignment)?;
     tracing::info!(partitions = assignment.count(), "kafka consumer assigned");
     let consumer = Arc::new(consumer);
@@ -102,7 +77,7 @@ pub async fn start_consumer(
         Placement { local: shards, shard_count },
         engine,
         stats,
-        feeds,
+        reroute,
     );
     Ok(tokio::spawn(async move {
         tokio::join!(work, lag);
@@ -121,14 +96,6 @@ impl Placement {
     }
 }
 
-/// The learner's source id of another node's partition of the `topic_index`-th input
-/// topic: past every shard id, so its sequence (the partition's next offset) is kept
-/// apart from the local logs' in the stored models.
-fn learner_source(topic_index: usize, shard: ShardId, shard_count: u16) -> ShardId {
-    let index = (topic_index as u32 + 1) * u32::from(shard_count) + u32::from(shard);
-    ShardId::try_from(index).unwrap_or(ShardId::MAX)
-}
-
 async fn consume(
     consumer: Arc<StreamConsumer>,
     dead_letters: EventProducer,
@@ -136,16 +103,10 @@ async fn consume(
     placement: Placement,
     engine: Arc<Engine>,
     stats: SharedStats,
-    feeds: Option<ClusterFeeds>,
+    reroute_to: Option<EventProducer>,
 ) {
     let shard_count = placement.shard_count;
     let formats: HashMap<String, EventFormat> = config.inputs.iter().map(|i| (i.topic.clone(), i.format)).collect();
-    let topic_index: HashMap<String, usize> = config
-        .inputs
-        .iter()
-        .enumerate()
-        .map(|(index, input)| (input.topic.clone(), index))
-        .collect();
     let batch_wait = Duration::from_millis(config.batch_wait_ms);
     let mut offsets_in_flight = None;
     loop {
@@ -153,29 +114,10 @@ async fn consume(
         stats.consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
         let mut events = Vec::with_capacity(batch.len());
         let mut reroute = Vec::new();
-        let mut learn = Vec::new();
         let mut next_offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
         for message in &batch {
             let format = formats.get(message.topic()).copied().unwrap_or(EventFormat::Event);
             let partition = message.partition() as ShardId;
-            if !placement.is_local(partition) {
-                // Another node's partition, read for the learner: that node applies
-                // (or dead-letters) it; an event keyed to a third shard is learned
-                // where it is produced again.
-                if let Ok(event) = decode(message, format) {
-                    if shard_for(event.routing_key().as_bytes(), shard_count) == partition {
-                        let source = learner_source(topic_index[message.topic()], partition, shard_count);
-                        let attributes = engine.items().affinity_attributes(&event);
-                        learn.push(Arc::new(SequencedEvent {
-                            source,
-                            seq: (message.offset() + 1) as u64,
-                            event,
-                            attributes,
-                        }));
-                    }
-                }
-                continue;
-            }
             next_offsets.insert((message.topic().to_owned(), message.partition()), message.offset() + 1);
             match decode(message, format) {
                 Ok(event) => {
@@ -193,11 +135,8 @@ async fn consume(
             }
         }
         apply(&engine, events, &stats).await;
-        if let Some(feeds) = &feeds {
-            produce_again(&feeds.reroute, reroute).await;
-            if !learn.is_empty() {
-                feeds.learner.observe(learn).await;
-            }
+        if let Some(producer) = &reroute_to {
+            produce_again(producer, reroute).await;
         }
         // The events are durable; their offsets follow through the same ordered commit
         // queue while the next batch is fetched.
@@ -249,7 +188,7 @@ async fn watch_lag(consumer: Arc<StreamConsumer>, stats: SharedStats) {
 }
 
 /// Waits for one message, then takes what else arrives within `wait`.
-async fn next_batch(consumer: &StreamConsumer, max: usize, wait: Duration, stats: &SharedStats) -> Vec<OwnedMessage> {
+pub(super) async fn next_batch(consumer: &StreamConsumer, max: usize, wait: Duration, stats: &SharedStats) -> Vec<OwnedMessage> {
     let mut batch = Vec::new();
     while batch.is_empty() {
         match consumer.recv().await {
@@ -278,7 +217,7 @@ async fn next_batch(consumer: &StreamConsumer, max: usize, wait: Duration, stats
 /// Decodes a message: rankstream's own encoding (REST events), or the topic's format.
 /// A message without an `id` gets one from its position, so a re-delivery is
 /// recognised as the same event.
-fn decode(message: &OwnedMessage, format: EventFormat) -> Result<Event, String> {
+pub(super) fn decode(message: &OwnedMessage, format: EventFormat) -> Result<Event, String> {
     let payload = message.payload().ok_or("the message has no payload")?;
     let internal = message.headers().is_some_and(|headers| {
         headers

@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod catalog_log;
 mod consumer;
+pub mod learner_feed;
 mod producer;
 
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 
-pub use consumer::{start_consumer, ClusterFeeds};
+pub use consumer::start_consumer;
 pub use producer::EventProducer;
 
 use crate::config::KafkaConfig;

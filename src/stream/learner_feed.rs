@@ -1,0 +1,104 @@
+//! In a cluster, every node's learner also learns the events of the other nodes'
+//! partitions, so that every node ranks with models of all events. A consumer of its
+//! own reads those partitions for the learner only (their owners apply them to live
+//! state); it fetches less eagerly than the applying consumer, since models may lag a
+//! little where live state may not, and a broker serves every node's fetches.
+//!
+//! Where to resume is kept with the models: each such partition is a learner source of
+//! its own whose sequence is the partition's next offset, stored when the models are.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::consumer::{decode, next_batch};
+use super::{client_config, SharedStats, StreamError};
+use crate::config::{EventFormat, KafkaConfig};
+use crate::domain::event::SequencedEvent;
+use crate::engine::Engine;
+use crate::topology::{shard_for, ShardId};
+use crate::training::Training;
+
+/// How long the broker may hold a fetch of these partitions open waiting for messages.
+const FETCH_WAIT_MS: &str = "100";
+/// How long the feed gathers a batch for the learner.
+const BATCH_WAIT: Duration = Duration::from_millis(20);
+
+/// The learner's source id of another node's partition of the `topic_index`-th input
+/// topic: past every shard id, so its sequence (the partition's next offset) is kept
+/// apart from the local logs' in the stored models.
+fn learner_source(topic_index: usize, shard: ShardId, shard_count: u16) -> ShardId {
+    let index = (topic_index as u32 + 1) * u32::from(shard_count) + u32::from(shard);
+    ShardId::try_from(index).unwrap_or(ShardId::MAX)
+}
+
+/// Assigns every input partition of the shards not in `local`, from where the learner's
+/// stored models stop, and feeds the learner in a task until it is aborted.
+pub fn follow_other_partitions(
+    config: &KafkaConfig,
+    local: &[ShardId],
+    shard_count: u16,
+    engine: Arc<Engine>,
+    learner: Arc<Training>,
+    stats: SharedStats,
+) -> Result<tokio::task::JoinHandle<()>, StreamError> {
+    let consumer: StreamConsumer = client_config(config)
+        .set("group.id", format!("{}-learner", config.group_id))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", FETCH_WAIT_MS)
+        .create()?;
+    let learned = learner.latest();
+    let mut assignment = TopicPartitionList::new();
+    for (topic_index, input) in config.inputs.iter().enumerate() {
+        for shard in (0..shard_count).filter(|shard| !local.contains(shard)) {
+            // The learner's sequence of such a source is the next offset to read.
+            let offset = match learned.applied.get(&learner_source(topic_index, shard, shard_count)) {
+                Some(&next) => Offset::Offset(next as i64),
+                None => Offset::Beginning,
+            };
+            assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
+        }
+    }
+    consumer.assign(&assignment)?;
+    let inputs: HashMap<String, (usize, EventFormat)> = config
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(index, input)| (input.topic.clone(), (index, input.format)))
+        .collect();
+    let max_batch = config.max_batch;
+    Ok(tokio::spawn(async move {
+        loop {
+            let batch = next_batch(&consumer, max_batch, BATCH_WAIT, &stats).await;
+            let mut learn = Vec::with_capacity(batch.len());
+            for message in &batch {
+                let Some(&(topic_index, format)) = inputs.get(message.topic()) else {
+                    continue;
+                };
+                let partition = message.partition() as ShardId;
+                // The owner dead-letters what does not decode; an event keyed to a
+                // third shard is learned where it is produced again.
+                let Ok(event) = decode(message, format) else { continue };
+                if shard_for(event.routing_key().as_bytes(), shard_count) != partition {
+                    continue;
+                }
+                let attributes = engine.items().affinity_attributes(&event);
+                learn.push(Arc::new(SequencedEvent {
+                    source: learner_source(topic_index, partition, shard_count),
+                    seq: (message.offset() + 1) as u64,
+                    event,
+                    attributes,
+                }));
+            }
+            if !learn.is_empty() {
+                learner.observe(learn).await;
+            }
+        }
+    }))
+}
