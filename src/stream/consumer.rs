@@ -188,7 +188,7 @@ async fn watch_lag(consumer: Arc<StreamConsumer>, stats: SharedStats) {
 }
 
 /// Waits for one message, then takes what else arrives within `wait`.
-pub(super) async fn next_batch(consumer: &StreamConsumer, max: usize, wait: Duration, stats: &SharedStats) -> Vec<OwnedMessage> {
+async fn next_batch(consumer: &StreamConsumer, max: usize, wait: Duration, stats: &SharedStats) -> Vec<OwnedMessage> {
     let mut batch = Vec::new();
     while batch.is_empty() {
         match consumer.recv().await {

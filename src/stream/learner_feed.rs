@@ -8,14 +8,15 @@
 //! its own whose sequence is the partition's next offset, stored when the models are.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::Message;
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::consumer::{decode, next_batch};
+use super::consumer::decode;
 use super::{client_config, SharedStats, StreamError};
 use crate::config::{EventFormat, KafkaConfig};
 use crate::domain::event::SequencedEvent;
@@ -27,6 +28,10 @@ use crate::training::Training;
 const FETCH_WAIT_MS: &str = "100";
 /// How long the feed gathers a batch for the learner.
 const BATCH_WAIT: Duration = Duration::from_millis(20);
+/// How often an idle feed looks whether the learner rebuilt its models.
+const REBUILD_CHECK: Duration = Duration::from_millis(500);
+/// Pause before retrying after the broker refused.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// The learner's source id of another node's partition of the `topic_index`-th input
 /// topic: past every shard id, so its sequence (the partition's next offset) is kept
@@ -34,6 +39,35 @@ const BATCH_WAIT: Duration = Duration::from_millis(20);
 fn learner_source(topic_index: usize, shard: ShardId, shard_count: u16) -> ShardId {
     let index = (topic_index as u32 + 1) * u32::from(shard_count) + u32::from(shard);
     ShardId::try_from(index).unwrap_or(ShardId::MAX)
+}
+
+/// Assigns the partitions of `others` of every input topic from where the learner's
+/// latest models stop (a source they never learned: the partition's start), or, with
+/// `from_start`, all from their start.
+fn assign(
+    consumer: &StreamConsumer,
+    topics: &[String],
+    others: &[ShardId],
+    shard_count: u16,
+    learner: &Training,
+    from_start: bool,
+) -> Result<(), StreamError> {
+    let mut learned = learner.latest().applied.clone();
+    if from_start {
+        learned.clear();
+    }
+    let mut assignment = TopicPartitionList::new();
+    for (topic_index, topic) in topics.iter().enumerate() {
+        for &shard in others {
+            // The learner's sequence of such a source is the next offset to read.
+            let offset = match learned.get(&learner_source(topic_index, shard, shard_count)) {
+                Some(&next) => Offset::Offset(next as i64),
+                None => Offset::Beginning,
+            };
+            assignment.add_partition_offset(topic, i32::from(shard), offset)?;
+        }
+    }
+    Ok(consumer.assign(&assignment)?)
 }
 
 /// Assigns every input partition of the shards not in `local`, from where the learner's
@@ -53,19 +87,10 @@ pub fn follow_other_partitions(
         .set("auto.offset.reset", "earliest")
         .set("fetch.wait.max.ms", FETCH_WAIT_MS)
         .create()?;
-    let learned = learner.latest();
-    let mut assignment = TopicPartitionList::new();
-    for (topic_index, input) in config.inputs.iter().enumerate() {
-        for shard in (0..shard_count).filter(|shard| !local.contains(shard)) {
-            // The learner's sequence of such a source is the next offset to read.
-            let offset = match learned.applied.get(&learner_source(topic_index, shard, shard_count)) {
-                Some(&next) => Offset::Offset(next as i64),
-                None => Offset::Beginning,
-            };
-            assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
-        }
-    }
-    consumer.assign(&assignment)?;
+    let others: Vec<ShardId> = (0..shard_count).filter(|shard| !local.contains(shard)).collect();
+    let topics: Vec<String> = config.inputs.iter().map(|input| input.topic.clone()).collect();
+    let mut rebuilds = learner.rebuilds();
+    assign(&consumer, &topics, &others, shard_count, &learner, false)?;
     let inputs: HashMap<String, (usize, EventFormat)> = config
         .inputs
         .iter()
@@ -75,7 +100,37 @@ pub fn follow_other_partitions(
     let max_batch = config.max_batch;
     Ok(tokio::spawn(async move {
         loop {
-            let batch = next_batch(&consumer, max_batch, BATCH_WAIT, &stats).await;
+            // A rebuild relearned this node's own log only: read the others again from
+            // where the rebuilt models stop (their start).
+            // (What the feed handed over between the swap and now counts twice.)
+            if learner.rebuilds() != rebuilds {
+                rebuilds = learner.rebuilds();
+                let sources = (0..topics.len())
+                    .flat_map(|topic| others.iter().map(move |&shard| learner_source(topic, shard, shard_count)))
+                    .collect();
+                learner.forget_sources(sources).await;
+                if let Err(error) = assign(&consumer, &topics, &others, shard_count, &learner, true) {
+                    tracing::error!(%error, "re-reading other nodes' partitions after a rebuild failed");
+                }
+            }
+            // Wait for a first message at most so long, then see about rebuilds again.
+            let first = match tokio::time::timeout(REBUILD_CHECK, consumer.recv()).await {
+                Err(_) => continue,
+                Ok(Err(error)) => {
+                    stats.consume_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%error, "reading other nodes' partitions failed; retrying");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+                Ok(Ok(message)) => message.detach(),
+            };
+            let mut batch: Vec<OwnedMessage> = vec![first];
+            while batch.len() < max_batch {
+                match tokio::time::timeout(BATCH_WAIT, consumer.recv()).await {
+                    Ok(Ok(message)) => batch.push(message.detach()),
+                    _ => break,
+                }
+            }
             let mut learn = Vec::with_capacity(batch.len());
             for message in &batch {
                 let Some(&(topic_index, format)) = inputs.get(message.topic()) else {

@@ -13,7 +13,7 @@
 //! while the learner keeps learning; the rebuild then catches up with the log and
 //! replaces the working copy.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,6 +39,8 @@ enum Command {
     /// Rankings wait in the shared buffer: write them soon.
     WriteRecords,
     Learn(Vec<Arc<SequencedEvent>>),
+    /// Sources to learn again from their start (answered once done).
+    Forget(Vec<ShardId>, oneshot::Sender<()>),
     Retrain(oneshot::Sender<Result<RetrainReport, TrainingError>>),
     /// A rebuild from the log finished (on its own thread).
     Rebuilt(Result<Box<Trained>, TrainingError>, Instant),
@@ -84,6 +86,8 @@ pub struct Training {
     /// While set, new events are not learned (offline evaluation freezes the models
     /// to rank test sessions as the published protocols do).
     frozen: AtomicBool,
+    /// Rebuilds from the log swapped in so far.
+    rebuilds: Arc<AtomicU64>,
 }
 
 impl Training {
@@ -101,7 +105,9 @@ impl Training {
         let snapshots = TrainedSnapshots::new(trained.clone(), &config.segment_field);
         let (commands, inbox) = flume::bounded(LEARNER_QUEUE);
         let records = RecordBuffer::default();
+        let rebuilds = Arc::new(AtomicU64::new(0));
         let learner = Learner {
+            rebuilds: rebuilds.clone(),
             storage,
             records: records.clone(),
             shards,
@@ -124,6 +130,7 @@ impl Training {
             thread: Mutex::new(Some(thread)),
             shards,
             frozen: AtomicBool::new(false),
+            rebuilds,
         }))
     }
 
@@ -184,6 +191,22 @@ impl Training {
 
     pub fn shards(&self) -> u16 {
         self.shards
+    }
+
+    /// Makes `sources` count as never learned, so that their events are learned again
+    /// from the start; answers once the learner did it (after what was queued before).
+    pub async fn forget_sources(&self, sources: Vec<ShardId>) {
+        let (done, forgotten) = oneshot::channel();
+        if self.commands.send_async(Command::Forget(sources, done)).await.is_ok() {
+            let _ = forgotten.await;
+        }
+    }
+
+    /// How many rebuilds from the log have been swapped in. A rebuild learns this node's
+    /// own log only: a reader of other sources (a cluster's other partitions) reads them
+    /// again from where the rebuilt models stop.
+    pub fn rebuilds(&self) -> u64 {
+        self.rebuilds.load(Ordering::SeqCst)
     }
 
     /// Commands waiting in the learner's queue now (at most [`LEARNER_QUEUE`]).
@@ -259,6 +282,8 @@ struct Learner {
     /// Where a rebuild thread reports (weak: the learner stops when every handle is gone).
     commands: flume::WeakSender<Command>,
     rebuild: Option<Rebuild>,
+    /// Rebuilds swapped in so far (see [`Training::rebuilds`]).
+    rebuilds: Arc<AtomicU64>,
 }
 
 impl Learner {
@@ -302,6 +327,12 @@ impl Learner {
                     self.learn(&events);
                     dirty = true;
                     self.publisher.pending = true;
+                }
+                Ok(Command::Forget(sources, done)) => {
+                    for source in sources {
+                        self.trained.applied.remove(&source);
+                    }
+                    let _ = done.send(());
                 }
                 Ok(Command::Retrain(reply)) => {
                     self.start_rebuild(Some(reply));
@@ -432,6 +463,7 @@ impl Learner {
             };
             self.trained = *fresh;
             self.publish();
+            self.rebuilds.fetch_add(1, Ordering::SeqCst);
             tracing::info!(?report, "models rebuilt from the event log");
             Ok(report)
         });
