@@ -128,7 +128,10 @@ impl Topology {
         }
         self.nodes.iter().position(|node| node.id == id).ok_or_else(|| {
             let known: Vec<&str> = self.nodes.iter().map(|node| node.id.as_str()).collect();
-            TopologyError(format!("node id {id:?} is not in the topology (nodes: {})", known.join(", ")))
+            TopologyError(format!(
+                "node id {id:?} is not in the topology (nodes: {})",
+                known.join(", ")
+            ))
         })
     }
 
@@ -189,7 +192,10 @@ mod tests {
     fn overlaps_name_both_nodes_and_node_ids_resolve() {
         let overlap = "shards = 2\n[[node]]\nid='a'\nhttp='127.0.0.1:1'\nshards='0-1'\n[[node]]\nid='b'\nhttp='127.0.0.1:2'\nshards='1'\n";
         let error = Topology::parse(overlap).unwrap_err().to_string();
-        assert!(error.contains("shard 1 is owned by node \"a\" and node \"b\""), "{error}");
+        assert!(
+            error.contains("shard 1 is owned by node \"a\" and node \"b\""),
+            "{error}"
+        );
         let three = Topology::parse(include_str!("../topology/three-nodes.toml")).unwrap();
         assert_eq!(three.node_index("b").unwrap(), 1);
         assert_eq!(three.owner_of(23), 2);

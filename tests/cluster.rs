@@ -66,7 +66,10 @@ impl Cluster {
             admin_key: format!("cluster-admin-{}", std::process::id()),
         };
         let init = cluster.cli(&["init"]);
-        assert!(init.contains("rankstream-catalog") && init.contains("compact"), "{init}");
+        assert!(
+            init.contains("rankstream-catalog") && init.contains("compact"),
+            "{init}"
+        );
         let again = cluster.cli(&["init"]);
         assert!(!again.contains("created"), "init is idempotent: {again}");
         for index in 0..NODES.len() {
@@ -159,7 +162,10 @@ fn wait_learned(cluster: &Cluster, events: u64) {
             if status == 200 && learned >= events {
                 Ok(())
             } else {
-                Err(format!("node {}: {learned} of {events} learned; {}", NODES[index], stats["kafka"]))
+                Err(format!(
+                    "node {}: {learned} of {events} learned; {}",
+                    NODES[index], stats["kafka"]
+                ))
             }
         });
     }
@@ -189,7 +195,11 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
     // The catalog goes in through node a; every node serves it.
     let reply = cluster.nodes[0].admin_put("/v1/catalog/items", json!(items));
     assert_eq!(assert_status(&reply, 200, "catalog through a")["upserted"], ITEMS);
-    assert_status(&single.admin_put("/v1/catalog/items", json!(items)), 200, "catalog on the single node");
+    assert_status(
+        &single.admin_put("/v1/catalog/items", json!(items)),
+        200,
+        "catalog on the single node",
+    );
     for node in &cluster.nodes {
         poll_until(Duration::from_secs(20), "the catalog on every node", || {
             let reply = node.admin_get(&format!("/v1/catalog/item/items/{}", item(ITEMS - 1)));
@@ -230,7 +240,11 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
         }
     }
     for batch in everything.chunks(500) {
-        assert_status(&single.ingest(json!({ "events": batch })), 202, "events on the single node");
+        assert_status(
+            &single.ingest(json!({ "events": batch })),
+            202,
+            "events on the single node",
+        );
     }
     let total = (USERS * EVENTS_PER_USER) as u64;
     wait_learned(&cluster, total);
@@ -266,27 +280,48 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
     // posted to node b lifts B in the very next recommend on node c.
     let history: Vec<Value> = (0..20)
         .flat_map(|n| {
-            ["A", "B"].map(|item| event("page_view", json!({"sid": format!("ab-{n}"), "item_id": item, "page_type": "product"})))
+            ["A", "B"].map(|item| {
+                event(
+                    "page_view",
+                    json!({"sid": format!("ab-{n}"), "item_id": item, "page_type": "product"}),
+                )
+            })
         })
         .chain((0..10).flat_map(|n| {
-            ["C", "D"].map(|item| event("page_view", json!({"sid": format!("cd-{n}"), "item_id": item, "page_type": "product"})))
+            ["C", "D"].map(|item| {
+                event(
+                    "page_view",
+                    json!({"sid": format!("cd-{n}"), "item_id": item, "page_type": "product"}),
+                )
+            })
         }))
         .collect();
     assert_status(&cluster.nodes[0].ingest(json!({ "events": history })), 202, "history");
     wait_learned(&cluster, total + 60);
-    let fresh = |item: &str| event("click", json!({"uid": "u-fresh", "sid": "s-fresh", "item_id": item, "click_type": "tile"}));
+    let fresh = |item: &str| {
+        event(
+            "click",
+            json!({"uid": "u-fresh", "sid": "s-fresh", "item_id": item, "click_type": "tile"}),
+        )
+    };
     assert_status(&cluster.nodes[1].ingest(fresh("C")), 202, "click on C through b");
-    let request = json!({"model_id": "default", "user_id": "u-fresh", "session_id": "s-fresh", "item_ids": ["B", "D", "E"]});
+    let request =
+        json!({"model_id": "default", "user_id": "u-fresh", "session_id": "s-fresh", "item_ids": ["B", "D", "E"]});
     let before = ranked_ids(&cluster.nodes[2].admin_post(RECOMMEND, request.clone()), "after C");
     assert_eq!(before[0], "D", "C's neighbour leads on node c: {before:?}");
     assert_status(&cluster.nodes[1].ingest(fresh("A")), 202, "click on A through b");
     let after = ranked_ids(&cluster.nodes[2].admin_post(RECOMMEND, request.clone()), "after A");
-    assert_eq!(after[0], "B", "A's neighbour leads the very next call on node c: {after:?}");
+    assert_eq!(
+        after[0], "B",
+        "A's neighbour leads the very next call on node c: {after:?}"
+    );
 
     // A rebuild from the log learns node a's own log; the other nodes' partitions are
     // then learned again, so node a's models still cover every event.
     let reply = cluster.nodes[0].admin_post("/v1/admin/models/retrain", json!({}));
-    let rebuilt = assert_status(&reply, 200, "retrain on node a")["events"].as_u64().unwrap();
+    let rebuilt = assert_status(&reply, 200, "retrain on node a")["events"]
+        .as_u64()
+        .unwrap();
     assert!(rebuilt < total, "the rebuild read node a's log only: {}", reply.1);
     wait_learned(&cluster, total + 60);
 
@@ -315,11 +350,17 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
             }
         }
     }
-    assert!(down > 0 && up > 0, "both kinds of keys were tried: {down} down, {up} up");
+    assert!(
+        down > 0 && up > 0,
+        "both kinds of keys were tried: {down} down, {up} up"
+    );
     // Events for c's keys are refused, not lost: accepted ones are applied.
     let mut retried: BTreeMap<String, Value> = BTreeMap::new();
     for u in (0..USERS).step_by(13) {
-        let body = event("click", json!({"id": format!("late-{u}"), "uid": format!("u{u}"), "item_id": item(u % ITEMS), "click_type": "tile"}));
+        let body = event(
+            "click",
+            json!({"id": format!("late-{u}"), "uid": format!("u{u}"), "item_id": item(u % ITEMS), "click_type": "tile"}),
+        );
         let reply = cluster.nodes[0].ingest(body.clone());
         match cluster.owner(&format!("u{u}")) {
             2 => {
@@ -335,7 +376,12 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
     for (uid, body) in &retried {
         assert_status(&cluster.nodes[1].ingest(body.clone()), 202, "retry after the restart");
         let got = state(&cluster.nodes[0], uid);
-        let ids: Vec<&str> = got["event_ids"].as_array().unwrap().iter().map(|id| id.as_str().unwrap()).collect();
+        let ids: Vec<&str> = got["event_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| id.as_str().unwrap())
+            .collect();
         assert_eq!(ids.len(), EVENTS_PER_USER + 1, "{uid}: {ids:?}");
         let mut unique = ids.clone();
         unique.sort();
@@ -346,7 +392,11 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
         let uid = format!("u{u}");
         let got = state(&cluster.nodes[1], &uid);
         let late = usize::from(retried.contains_key(&uid));
-        assert_eq!(got["event_count"], EVENTS_PER_USER + late, "{uid} after the restart: {got}");
+        assert_eq!(
+            got["event_count"],
+            EVENTS_PER_USER + late,
+            "{uid} after the restart: {got}"
+        );
     }
     let status = cluster.cli(&["status"]);
     assert!(status.contains("16-23") && !status.contains("down"), "{status}");

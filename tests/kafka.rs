@@ -281,7 +281,12 @@ fn rest_events_are_produced_before_the_202() {
 #[test]
 fn a_broker_outage_answers_503_with_retry_after_and_loses_nothing_acknowledged() {
     let (broker, server, _producer) = setup();
-    let click = |id: &str| event("click", json!({"id": id, "uid": "o", "item_id": "i", "click_type": "tile"}));
+    let click = |id: &str| {
+        event(
+            "click",
+            json!({"id": id, "uid": "o", "item_id": "i", "click_type": "tile"}),
+        )
+    };
     assert_status(&server.post(EVENTS, &click("before")), 202, "before the outage");
 
     broker.pause();
@@ -313,5 +318,9 @@ fn a_broker_outage_answers_503_with_retry_after_and_loses_nothing_acknowledged()
     assert_eq!(retried["ids"], json!(["during"]), "{retried}");
     let state = server.wait_for_count("o", 2);
     let ids = unique_event_ids(&state);
-    assert_eq!(ids, BTreeSet::from(["before".to_owned(), "during".to_owned()]), "{state}");
+    assert_eq!(
+        ids,
+        BTreeSet::from(["before".to_owned(), "during".to_owned()]),
+        "{state}"
+    );
 }

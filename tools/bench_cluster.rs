@@ -31,9 +31,9 @@ use rankstream::topology::{shard_for, Topology};
 use serde_json::{json, Value};
 
 use bench_common::{
-    check_upserted, elapsed_ms, kafka_floor, markdown_row, ms, percentile, publish_section,
-    section_head, server_binary, thousands, Broker, Connection, Endpoint, IndexEntry, SpawnedServer, Target,
-    CATALOG_ITEMS, EVENTS, RATE_LIMIT_ENV,
+    check_upserted, elapsed_ms, kafka_floor, markdown_row, ms, percentile, publish_section, section_head,
+    server_binary, thousands, Broker, Connection, Endpoint, IndexEntry, SpawnedServer, Target, CATALOG_ITEMS, EVENTS,
+    RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Cluster";
@@ -106,7 +106,11 @@ impl Cluster {
         let per_node = usize::from(SHARDS) / count;
         for index in 0..count {
             let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            let last = if index + 1 == count { usize::from(SHARDS) - 1 } else { (index + 1) * per_node - 1 };
+            let last = if index + 1 == count {
+                usize::from(SHARDS) - 1
+            } else {
+                (index + 1) * per_node - 1
+            };
             text.push_str(&format!(
                 "[[node]]\nid = \"n{index}\"\nhttp = \"127.0.0.1:{port}\"\nshards = \"{}-{last}\"\n",
                 index * per_node
@@ -116,7 +120,10 @@ impl Cluster {
         let topology_file = broker.dir.join("topology.toml");
         std::fs::write(&topology_file, &text)?;
         let config_file = broker.dir.join("rankstream.toml");
-        let mut config = format!("[kafka]\nenabled = true\nbrokers = \"{}\"\n[kafka.client]\n", broker.brokers());
+        let mut config = format!(
+            "[kafka]\nenabled = true\nbrokers = \"{}\"\n[kafka.client]\n",
+            broker.brokers()
+        );
         for setting in &args.kafka_client {
             let (key, value) = setting.split_once('=').context("--kafka-client takes KEY=VALUE")?;
             config.push_str(&format!("{key:?} = {value:?}\n"));
@@ -126,7 +133,11 @@ impl Cluster {
             .args(["cluster", "init", "--brokers", &broker.brokers(), "--topology"])
             .arg(&topology_file)
             .output()?;
-        ensure!(init.status.success(), "cluster init: {}", String::from_utf8_lossy(&init.stderr));
+        ensure!(
+            init.status.success(),
+            "cluster init: {}",
+            String::from_utf8_lossy(&init.stderr)
+        );
         broker.topic(FLOOR_TOPIC, 1)?;
         let key = bench_common::generate_key();
         let mut env: Vec<(&str, &str)> = RATE_LIMIT_ENV.to_vec();
@@ -185,21 +196,32 @@ fn click(id: &str, uid: &str, item: usize) -> Value {
 /// The catalog through the first node, then visible on every node.
 async fn load_catalog(cluster: &Cluster) -> Result<()> {
     let lines: Vec<String> = (0..ITEMS)
-        .map(|n| json!({"id": item(n), "title": format!("Item {n}"), "price": n % 50, "groups": [format!("g{}", n % 20)]}).to_string())
+        .map(|n| {
+            json!({"id": item(n), "title": format!("Item {n}"), "price": n % 50, "groups": [format!("g{}", n % 20)]})
+                .to_string()
+        })
         .collect();
     let first = &cluster.targets[0];
     let mut connection = first.connect().await?;
-    let (status, body) = first.call(&mut connection, &CATALOG_ITEMS, Bytes::from(lines.join("\n"))).await?;
+    let (status, body) = first
+        .call(&mut connection, &CATALOG_ITEMS, Bytes::from(lines.join("\n")))
+        .await?;
     check_upserted(status, &body, ITEMS)?;
     for target in &cluster.targets {
         let mut connection = target.connect().await?;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let (status, _) = target.get(&mut connection, &format!("/v1/catalog/item/items/{}", item(ITEMS - 1))).await?;
+            let (status, _) = target
+                .get(&mut connection, &format!("/v1/catalog/item/items/{}", item(ITEMS - 1)))
+                .await?;
             if status == 200 {
                 break;
             }
-            ensure!(Instant::now() < deadline, "the catalog did not reach {} within 60 s", target.authority);
+            ensure!(
+                Instant::now() < deadline,
+                "the catalog did not reach {} within 60 s",
+                target.authority
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -213,7 +235,13 @@ async fn events_per_sec(cluster: &Cluster, args: &Args) -> Result<(f64, usize)> 
     let batches: Vec<Bytes> = (0..args.events.div_ceil(BATCH))
         .map(|b| {
             let events: Vec<Value> = (0..BATCH)
-                .map(|n| click(&format!("bulk-{b}-{n}"), &format!("u{}", rng.random_range(0..args.users)), rng.random_range(0..ITEMS)))
+                .map(|n| {
+                    click(
+                        &format!("bulk-{b}-{n}"),
+                        &format!("u{}", rng.random_range(0..args.users)),
+                        rng.random_range(0..ITEMS),
+                    )
+                })
                 .collect();
             Bytes::from(json!({ "events": events }).to_string())
         })
@@ -230,7 +258,9 @@ async fn events_per_sec(cluster: &Cluster, args: &Args) -> Result<(f64, usize)> 
             let mut retries = 0;
             loop {
                 let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(batch) = batches.get(index) else { return Ok::<_, anyhow::Error>(retries) };
+                let Some(batch) = batches.get(index) else {
+                    return Ok::<_, anyhow::Error>(retries);
+                };
                 // A 503 or 408 (the broker did not take the batch in time) is retried as a
                 // client would: events are applied once per id.
                 loop {
@@ -250,7 +280,10 @@ async fn events_per_sec(cluster: &Cluster, args: &Args) -> Result<(f64, usize)> 
     for worker in workers {
         retries += worker.await??;
     }
-    Ok(((batches.len() * BATCH) as f64 / started.elapsed().as_secs_f64(), retries))
+    Ok((
+        (batches.len() * BATCH) as f64 / started.elapsed().as_secs_f64(),
+        retries,
+    ))
 }
 
 /// A 202 that accepted all `expected` events. With Kafka on, the node's consumer may
@@ -327,14 +360,21 @@ async fn freshness(cluster: &Cluster, args: &Args) -> Result<Vec<f64>> {
         let id = format!("fresh-click-{n}");
         let body = Bytes::from(click(&id, &uid, n % ITEMS).to_string());
         let started = Instant::now();
-        let (status, reply) = cluster.targets[post].call(&mut connections[post], &EVENTS, body).await?;
+        let (status, reply) = cluster.targets[post]
+            .call(&mut connections[post], &EVENTS, body)
+            .await?;
         check_all_accepted(status, &reply, 1)?;
         loop {
-            let (status, state) = cluster.targets[read].get(&mut connections[read], &format!("/v1/users/{uid}/state")).await?;
+            let (status, state) = cluster.targets[read]
+                .get(&mut connections[read], &format!("/v1/users/{uid}/state"))
+                .await?;
             if status == 200 && String::from_utf8_lossy(&state).contains(&id) {
                 break;
             }
-            ensure!(started.elapsed() < Duration::from_secs(10), "{id} not visible on node {read} within 10 s");
+            ensure!(
+                started.elapsed() < Duration::from_secs(10),
+                "{id} not visible on node {read} within 10 s"
+            );
         }
         latencies.push(elapsed_ms(started));
     }
@@ -356,8 +396,14 @@ async fn forwarding(cluster: &Cluster, args: &Args) -> Result<(Vec<f64>, Vec<f64
         let body = recommend_body(&uid, &mut rng);
         for (node, out) in [(owner, &mut owner_ms), ((owner + 1) % count, &mut forwarded_ms)] {
             let sent = Instant::now();
-            let (status, reply) = cluster.targets[node].call(&mut connections[node], &RECOMMEND, body.clone()).await?;
-            ensure!(status == 200, "recommend on node {node}: {status} {}", bench_common::snippet(&reply));
+            let (status, reply) = cluster.targets[node]
+                .call(&mut connections[node], &RECOMMEND, body.clone())
+                .await?;
+            ensure!(
+                status == 200,
+                "recommend on node {node}: {status} {}",
+                bench_common::snippet(&reply)
+            );
             out.push(elapsed_ms(sent));
         }
     }
@@ -367,7 +413,10 @@ async fn forwarding(cluster: &Cluster, args: &Args) -> Result<(Vec<f64>, Vec<f64
 async fn run(args: &Args, binary: &std::path::Path, nodes: usize) -> Result<Run> {
     let cluster = Cluster::start(args, binary, nodes).await?;
     load_catalog(&cluster).await.context("loading the catalog")?;
-    let mut run = Run { nodes, ..Run::default() };
+    let mut run = Run {
+        nodes,
+        ..Run::default()
+    };
     (run.events_per_sec, run.events_retried) = events_per_sec(&cluster, args).await.context("events")?;
     println!(
         "{nodes} node(s): {} events/s ({} batches answered 503/408 and sent again)",
@@ -383,7 +432,9 @@ async fn run(args: &Args, binary: &std::path::Path, nodes: usize) -> Result<Run>
     );
     if nodes > 1 {
         run.freshness_ms = freshness(&cluster, args).await.context("freshness")?;
-        run.floor_ms = kafka_floor(&cluster.brokers, args.samples, FLOOR_TOPIC, &[FLOOR_TOPIC], 0..1).await?.0;
+        run.floor_ms = kafka_floor(&cluster.brokers, args.samples, FLOOR_TOPIC, &[FLOOR_TOPIC], 0..1)
+            .await?
+            .0;
         (run.owner_ms, run.forwarded_ms) = forwarding(&cluster, args).await.context("forwarding")?;
         println!(
             "{nodes} nodes: freshness p50 {} p99 {} (floor p50 {} p99 {}); recommend at the owner p50 {} / forwarded p50 {}",
@@ -477,7 +528,11 @@ async fn main() -> Result<()> {
     let binary = server_binary(args.server_bin.as_ref())?;
     let mut runs = Vec::new();
     for nodes in 1..=3 {
-        runs.push(run(&args, &binary, nodes).await.with_context(|| format!("{nodes} node(s)"))?);
+        runs.push(
+            run(&args, &binary, nodes)
+                .await
+                .with_context(|| format!("{nodes} node(s)"))?,
+        );
     }
     let section = markdown(&args, &runs);
     println!("\n{section}");

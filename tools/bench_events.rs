@@ -375,9 +375,12 @@ async fn kafka_part(args: &Args, plan: &Plan, binary: &Path, ingest: bool, repor
             report.kafka_ingest = Some(times);
         } else {
             let messages = plan.kafka_messages;
-            (report.floor, report.floor_acks) = kafka_floor(&brokers, messages, FLOOR_TOPIC, &[FLOOR_TOPIC], 0..1).await?;
+            (report.floor, report.floor_acks) =
+                kafka_floor(&brokers, messages, FLOOR_TOPIC, &[FLOOR_TOPIC], 0..1).await?;
             let both = [FLOOR_TOPIC, FLOOR_TOPIC_2];
-            report.floor_16 = kafka_floor(&brokers, messages, FLOOR_TOPIC, &both, 0..i32::from(SHARDS)).await?.0;
+            report.floor_16 = kafka_floor(&brokers, messages, FLOOR_TOPIC, &both, 0..i32::from(SHARDS))
+                .await?
+                .0;
             kafka_freshness(&brokers, &target, messages, args, report).await?;
         }
         anyhow::Ok(())

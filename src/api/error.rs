@@ -114,7 +114,10 @@ impl ApiError {
         let mut response = json_response(status, &body);
         let headers = response.headers_mut();
         match &self {
-            ApiError::RateLimited(seconds) | ApiError::ShardUnavailable { retry_after_s: seconds, .. } => {
+            ApiError::RateLimited(seconds)
+            | ApiError::ShardUnavailable {
+                retry_after_s: seconds, ..
+            } => {
                 headers.insert(RETRY_AFTER, HeaderValue::from(*seconds));
             }
             // A node part that cannot serve now (a full queue, the broker) is worth a retry.

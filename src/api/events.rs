@@ -31,7 +31,10 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     ))
                 }
             };
-            ingest(state, &request, events, |event, now| decode_v1(event, now, new_event_id)).await
+            ingest(state, &request, events, |event, now| {
+                decode_v1(event, now, new_event_id)
+            })
+            .await
         }
         Endpoint::Engagement => {
             let events = match request.json_value()? {
@@ -128,7 +131,11 @@ async fn ingest(
             Outcome::Refused(mut failure) => {
                 if failure.get("status").and_then(Value::as_u64) == Some(503) && unavailable.is_none() {
                     unavailable = Some(ApiError::Unavailable(
-                        failure.get("message").and_then(Value::as_str).unwrap_or("unavailable").to_owned(),
+                        failure
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("unavailable")
+                            .to_owned(),
                     ));
                 }
                 if let Some(object) = failure.as_object_mut() {
@@ -157,7 +164,9 @@ async fn ingest(
 
 /// What became of one event.
 enum Outcome {
-    Accepted { duplicate: bool },
+    Accepted {
+        duplicate: bool,
+    },
     /// Refused here.
     Failed(ApiError),
     /// Refused by the owning node: its `{code, message, status}`.
@@ -166,7 +175,11 @@ enum Outcome {
 
 /// Ingests each event on the node owning its routing key: here, or (in a cluster)
 /// forwarded in one batch per owner to [`ingest_internal`] there, all at once.
-async fn ingest_where_owned(state: &AppState, request: &ApiRequest, events: Vec<Event>) -> Result<Vec<Outcome>, ApiError> {
+async fn ingest_where_owned(
+    state: &AppState,
+    request: &ApiRequest,
+    events: Vec<Event>,
+) -> Result<Vec<Outcome>, ApiError> {
     let cluster = &state.services.cluster;
     if !cluster.is_multi_node() {
         return Ok(ingest_here(state, events).await?);
@@ -184,7 +197,9 @@ async fn ingest_where_owned(state: &AppState, request: &ApiRequest, events: Vec<
                 outcomes[index] = Some(Outcome::Failed(forward::unavailable(cluster, node)));
             }
             Placement::Remote { node, .. } => {
-                let entry = remote.entry(node.id.as_str()).or_insert_with(|| (node, Vec::new(), Vec::new()));
+                let entry = remote
+                    .entry(node.id.as_str())
+                    .or_insert_with(|| (node, Vec::new(), Vec::new()));
                 entry.1.push(index);
                 entry.2.push(event);
             }
@@ -197,12 +212,21 @@ async fn ingest_where_owned(state: &AppState, request: &ApiRequest, events: Vec<
             let body = Bytes::from(serde_json::to_vec(&events).expect("events serialize"));
             let answer = state
                 .peers
-                .send(cluster, node, Method::POST, Endpoint::InternalEvents.pattern(), key.as_ref(), body, request.deadline)
+                .send(
+                    cluster,
+                    node,
+                    Method::POST,
+                    Endpoint::InternalEvents.pattern(),
+                    key.as_ref(),
+                    body,
+                    request.deadline,
+                )
                 .await;
             let outcomes = match answer {
                 Some((status, body)) if status == StatusCode::OK => parse_internal_results(&body, indexes.len()),
                 Some((status, body)) => {
-                    let failure: Value = serde_json::from_slice(&body).unwrap_or_else(|_| json!({"code": "unavailable", "message": "the owning node failed"}));
+                    let failure: Value = serde_json::from_slice(&body)
+                        .unwrap_or_else(|_| json!({"code": "unavailable", "message": "the owning node failed"}));
                     let mut failure = failure;
                     failure["status"] = json!(status.as_u16());
                     (0..indexes.len()).map(|_| Outcome::Refused(failure.clone())).collect()
@@ -221,7 +245,8 @@ async fn ingest_where_owned(state: &AppState, request: &ApiRequest, events: Vec<
         let outcomes = match ingest_here(state, local.1).await {
             Ok(outcomes) => outcomes,
             Err(error) => {
-                let failure = json!({"code": error.code(), "message": error.to_string(), "status": error.status().as_u16()});
+                let failure =
+                    json!({"code": error.code(), "message": error.to_string(), "status": error.status().as_u16()});
                 local.0.iter().map(|_| Outcome::Refused(failure.clone())).collect()
             }
         };
@@ -258,8 +283,8 @@ async fn ingest_here(state: &AppState, events: Vec<Event>) -> Result<Vec<Outcome
 /// accepted for shards of this one. 200 `{"results": [{"duplicate"} | {"code",
 /// "message", "status"}]}`, one per event in order.
 async fn ingest_internal(state: &AppState, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
-    let events: Vec<Event> =
-        serde_json::from_slice(&request.body).map_err(|error| ApiError::validation(format!("not a list of events: {error}")))?;
+    let events: Vec<Event> = serde_json::from_slice(&request.body)
+        .map_err(|error| ApiError::validation(format!("not a list of events: {error}")))?;
     let results: Vec<Value> = ingest_here(state, events)
         .await?
         .into_iter()
@@ -276,12 +301,12 @@ async fn ingest_internal(state: &AppState, request: &ApiRequest) -> Result<HttpR
 
 /// The owner's answers to forwarded events; a garbled answer fails them all.
 fn parse_internal_results(body: &[u8], count: usize) -> Vec<Outcome> {
-    let results = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|mut answer| match answer.get_mut("results").map(Value::take) {
+    let results = serde_json::from_slice::<Value>(body).ok().and_then(|mut answer| {
+        match answer.get_mut("results").map(Value::take) {
             Some(Value::Array(results)) if results.len() == count => Some(results),
             _ => None,
-        });
+        }
+    });
     match results {
         Some(results) => results
             .into_iter()

@@ -71,7 +71,9 @@ impl Peers {
             (DEADLINE_MS, HeaderValue::from(limit.as_millis() as u64)),
         ];
         headers.extend(key.map(|key| (AUTHORIZATION, key.clone())));
-        let answer = self.request(&node.http, method, path_and_query, headers, body, limit).await;
+        let answer = self
+            .request(&node.http, method, path_and_query, headers, body, limit)
+            .await;
         cluster.count_forward(answer.is_some());
         if answer.is_none() {
             tracing::warn!(node = %node.id, path = path_and_query, "forwarding failed: the node did not answer in time");
@@ -87,7 +89,9 @@ impl Peers {
             .map(|value| (AUTHORIZATION, value))
             .into_iter()
             .collect();
-        let (status, body) = self.request(http, Method::GET, path, headers, Bytes::new(), limit).await?;
+        let (status, body) = self
+            .request(http, Method::GET, path, headers, Bytes::new(), limit)
+            .await?;
         Some((status.as_u16(), serde_json::from_slice(&body).unwrap_or(Value::Null)))
     }
 
@@ -178,7 +182,11 @@ pub async fn to_node(state: &AppState, node: &Node, request: &ApiRequest) -> Res
 /// owner's answer to the forwarded request. A request another node forwarded is never
 /// forwarded again: if this node does not own the key either, the topologies of the
 /// two nodes disagree and the request is refused with 503.
-pub async fn to_owner(state: &AppState, request: &ApiRequest, key: Option<&str>) -> Option<Result<HttpResponse, ApiError>> {
+pub async fn to_owner(
+    state: &AppState,
+    request: &ApiRequest,
+    key: Option<&str>,
+) -> Option<Result<HttpResponse, ApiError>> {
     let cluster = &state.services.cluster;
     let key = key?;
     match cluster.place(key) {
@@ -207,9 +215,11 @@ pub async fn for_endpoint(
         return None;
     }
     match endpoint {
-        Endpoint::Recommend | Endpoint::RecommendModule | Endpoint::Search | Endpoint::SearchRerank | Endpoint::Chat => {
-            to_owner(state, request, body_routing_key(request).as_deref()).await
-        }
+        Endpoint::Recommend
+        | Endpoint::RecommendModule
+        | Endpoint::Search
+        | Endpoint::SearchRerank
+        | Endpoint::Chat => to_owner(state, request, body_routing_key(request).as_deref()).await,
         Endpoint::UserState => to_owner(state, request, request.params.first().map(String::as_str)).await,
         Endpoint::User if request.method == Method::DELETE => {
             to_owner(state, request, request.params.first().map(String::as_str)).await
@@ -267,11 +277,6 @@ pub async fn first_found(
 /// Counts a request another node forwarded here.
 pub fn count_received(state: &AppState, request: &ApiRequest) {
     if was_forwarded(request) {
-        state
-            .services
-            .cluster
-            .stats
-            .received
-            .fetch_add(1, Ordering::Relaxed);
+        state.services.cluster.stats.received.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -258,9 +258,7 @@ async fn route(
         | Endpoint::InternalEvents
         | Endpoint::Event
         | Endpoint::Session
-        | Endpoint::UserState => {
-            events::handle(state, endpoint, request).await
-        }
+        | Endpoint::UserState => events::handle(state, endpoint, request).await,
     }
 }
 

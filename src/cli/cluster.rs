@@ -75,7 +75,10 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
                 .map(|(_, stats)| stats),
             _ => None,
         };
-        let cluster = stats.as_ref().map(|stats| stats["cluster"].clone()).unwrap_or(Value::Null);
+        let cluster = stats
+            .as_ref()
+            .map(|stats| stats["cluster"].clone())
+            .unwrap_or(Value::Null);
         nodes.push(json!({
             "id": node.id,
             "http": node.http,
@@ -105,7 +108,8 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
             })
         })
         .collect();
-    let report = json!({ "shards": topology.shards, "brokers": config.kafka.brokers, "nodes": nodes, "shard_lag": shards });
+    let report =
+        json!({ "shards": topology.shards, "brokers": config.kafka.brokers, "nodes": nodes, "shard_lag": shards });
     if as_json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 
 use super::{ServiceError, Services};
 use crate::engine::catalog::RowKind;
-use crate::stream::catalog_log::CatalogChange;
 pub use crate::engine::catalog::{FieldType, Relation, TableRecord};
+use crate::stream::catalog_log::CatalogChange;
 
 /// A stored row (item or user) as the catalog keeps it.
 pub type Row = Map<String, Value>;
@@ -72,7 +72,11 @@ impl Services {
 
     /// Upserts rows and, in a cluster, hands the stored ones to the other nodes (with
     /// the `created_at` given here, so that every node keeps the same).
-    async fn upsert_rows(&self, kind: RowKind, rows: Vec<Value>) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
+    async fn upsert_rows(
+        &self,
+        kind: RowKind,
+        rows: Vec<Value>,
+    ) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
         let sent = self.catalog_log.is_some().then(|| rows.clone());
         let results: Vec<Result<Row, ServiceError>> = self
             .engine

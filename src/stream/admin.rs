@@ -145,7 +145,11 @@ impl PartitionLag {
 }
 
 /// The end offset and the group's committed offset of every partition of `topics`.
-pub fn partition_lags(config: &KafkaConfig, topics: &[String], partitions: i32) -> Result<Vec<PartitionLag>, StreamError> {
+pub fn partition_lags(
+    config: &KafkaConfig,
+    topics: &[String],
+    partitions: i32,
+) -> Result<Vec<PartitionLag>, StreamError> {
     let consumer: BaseConsumer = client_config(config).set("group.id", &config.group_id).create()?;
     let mut list = TopicPartitionList::new();
     for topic in topics {

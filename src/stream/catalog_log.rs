@@ -158,9 +158,7 @@ impl CatalogLog {
         for result in join_all(sends).await {
             result?;
         }
-        self.stats
-            .published
-            .fetch_add(changes.len() as u64, Ordering::Relaxed);
+        self.stats.published.fetch_add(changes.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -230,7 +228,10 @@ async fn apply_message(engine: &Engine, keys: &KeyStore, stats: &ReplicationStat
         .payload()
         .and_then(|payload| serde_json::from_slice::<CatalogChange>(payload).ok())
     else {
-        tracing::error!(offset = message.offset(), "an undecodable catalog log message was skipped");
+        tracing::error!(
+            offset = message.offset(),
+            "an undecodable catalog log message was skipped"
+        );
         stats.conflicts.fetch_add(1, Ordering::Relaxed);
         return;
     };

@@ -74,7 +74,10 @@ pub async fn start_consumer(
         consumer,
         dead_letters,
         config,
-        Placement { local: shards, shard_count },
+        Placement {
+            local: shards,
+            shard_count,
+        },
         engine,
         stats,
         reroute,

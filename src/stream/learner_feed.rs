@@ -106,7 +106,11 @@ pub fn follow_other_partitions(
             if learner.rebuilds() != rebuilds {
                 rebuilds = learner.rebuilds();
                 let sources = (0..topics.len())
-                    .flat_map(|topic| others.iter().map(move |&shard| learner_source(topic, shard, shard_count)))
+                    .flat_map(|topic| {
+                        others
+                            .iter()
+                            .map(move |&shard| learner_source(topic, shard, shard_count))
+                    })
                     .collect();
                 learner.forget_sources(sources).await;
                 if let Err(error) = assign(&consumer, &topics, &others, shard_count, &learner, true) {

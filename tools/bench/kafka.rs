@@ -133,7 +133,6 @@ pub async fn produce(
     Ok(elapsed_ms(started))
 }
 
-
 /// The broker's own produce -> consume time: `messages` (after [`KAFKA_WARMUP`]
 /// unmeasured ones) produced one at a time to partition 0 of `floor_topic`, each timed
 /// until a bare consumer assigned to `partitions` of `topics` receives it. Returns the
