@@ -154,6 +154,16 @@ impl KeyStore {
             rate_per_sec: new.rate_per_sec,
             burst: new.burst,
         };
+        Ok((self.store(key)?, secret))
+    }
+
+    /// Stores a key another node of the cluster created (its secret stays unknown here).
+    pub fn put_replicated(&self, key: ApiKey) -> Result<(), KeyError> {
+        self.store(key).map(drop)
+    }
+
+    /// Writes a key and indexes it by hash.
+    fn store(&self, key: ApiKey) -> Result<Arc<ApiKey>, KeyError> {
         let mut batch = self.storage.batch();
         batch.put(
             Cf::Meta,
@@ -163,20 +173,7 @@ impl KeyStore {
         batch.commit()?;
         let key = Arc::new(key);
         self.by_hash.insert(key.hash.clone(), key.clone());
-        Ok((key, secret))
-    }
-
-    /// Stores a key another node of the cluster created (its secret stays unknown here).
-    pub fn put_replicated(&self, key: ApiKey) -> Result<(), KeyError> {
-        let mut batch = self.storage.batch();
-        batch.put(
-            Cf::Meta,
-            &layout::api_key(&key.id),
-            &serde_json::to_vec(&key).expect("key serializes"),
-        );
-        batch.commit()?;
-        self.by_hash.insert(key.hash.clone(), Arc::new(key));
-        Ok(())
+        Ok(key)
     }
 
     /// Every key, oldest first.
