@@ -245,6 +245,39 @@ impl KeyStore {
     }
 }
 
+impl KeyStore {
+    /// Cluster mode: this node's own key, for its calls to the other nodes (claiming
+    /// a session), and its secret, kept in `meta` so that it survives restarts. Scope
+    /// `events:write` only, with a rate no request path reaches.
+    pub fn node_key(&self, node_id: &str) -> Result<(Arc<ApiKey>, String), KeyError> {
+        let secret_key = layout::node_secret(node_id);
+        let secret = match self.storage.get(Cf::Meta, &secret_key)? {
+            Some(secret) => String::from_utf8_lossy(&secret).into_owned(),
+            None => {
+                let secret = generate_secret();
+                let mut batch = self.storage.batch();
+                batch.put(Cf::Meta, &secret_key, secret.as_bytes());
+                batch.commit()?;
+                secret
+            }
+        };
+        if let Ok(key) = self.authenticate(&secret) {
+            return Ok((key, secret));
+        }
+        let key = ApiKey {
+            id: format!("node-{node_id}"),
+            name: format!("cluster node {node_id}"),
+            hash: hash_secret(&secret),
+            scopes: vec!["events:write".into()],
+            expires_at: None,
+            created_at: self.clock.now_millis(),
+            rate_per_sec: Some(u32::MAX),
+            burst: Some(u32::MAX),
+        };
+        Ok((self.store(key)?, secret))
+    }
+}
+
 fn generate_secret() -> String {
     let mut bytes = [0u8; 24];
     rand::rng().fill_bytes(&mut bytes);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
-use crate::api::{self, AppState, LlmClient, Peers, RateLimits, RequestTimes};
+use crate::api::{self, AppState, LlmClient, PeerClaims, Peers, RateLimits, RequestTimes};
 use crate::api_keys::KeyStore;
 use crate::clock::SharedClock;
 use crate::config::Config;
@@ -58,7 +58,7 @@ impl Node {
                 kafka.rest_topic
             );
         }
-        let cluster = Cluster::new(topology.clone(), me, &config.node);
+        let cluster = Arc::new(Cluster::new(topology.clone(), me, &config.node));
         let retention = config.training.ranking_retention();
         let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
             .with_context(|| format!("opening the data directory {}", config.storage.data_dir.display()))?;
@@ -67,6 +67,11 @@ impl Node {
             println!("bootstrap admin key: {secret}");
             println!("(shown once; keep it, or set RANKSTREAM_ADMIN_KEY to choose your own)");
         }
+        // In a cluster, this node's own key authenticates its calls to the others.
+        let node_key = match cluster.is_multi_node() {
+            true => Some(keys.node_key(&cluster.me().id)?),
+            false => None,
+        };
         let training = Training::start(storage.clone(), topology.shards, config.training.clone())?;
         let models = load_models(config, &training)?;
         let embedder = load_embedder(config).await?;
@@ -78,6 +83,9 @@ impl Node {
             &config.engine,
             training.clone(),
         )?);
+        if let Some((_, secret)) = &node_key {
+            engine.set_session_claims(Arc::new(PeerClaims::new(cluster.clone(), secret)?));
+        }
         let llm: Option<Arc<dyn ReplyWriter>> = match LlmClient::from_config(&config.chat)? {
             Some(client) => Some(Arc::new(client)),
             None => None,
@@ -162,6 +170,12 @@ impl Node {
             cluster,
             catalog_log,
         });
+        if let Some((key, _)) = node_key {
+            let services = services.clone();
+            tasks.push(tokio::spawn(
+                async move { services.publish_node_key((*key).clone()).await },
+            ));
+        }
         Ok(Node {
             services,
             storage,

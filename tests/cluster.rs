@@ -316,6 +316,90 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
         "A's neighbour leads the very next call on node c: {after:?}"
     );
 
+    // Sessions that start anonymous on the node owning their sid and then carry a uid
+    // another node owns: the user absorbs the anonymous part and the session keeps it,
+    // as on one node, whichever way the events came in; a request naming only the sid
+    // is served with the whole session.
+    let pairs: Vec<(String, String)> = (0..)
+        .map(|n| (format!("anon-{n}"), format!("who-{n}")))
+        .filter(|(sid, uid)| cluster.owner(sid) != cluster.owner(uid))
+        .take(6)
+        .collect();
+    for (k, (sid, uid)) in pairs.iter().enumerate() {
+        let anonymous: Vec<Value> = (0..2)
+            .map(|i| {
+                event(
+                    "page_view",
+                    json!({"id": format!("{sid}-{i}"), "sid": sid, "item_id": item(k + i), "page_type": "product"}),
+                )
+            })
+            .collect();
+        let identified = event(
+            "click",
+            json!({"id": format!("{sid}-id"), "sid": sid, "uid": uid, "item_id": item(10 + k), "click_type": "tile"}),
+        );
+        assert_status(
+            &cluster.nodes[k % 3].ingest(json!({ "events": anonymous })),
+            202,
+            "anonymous",
+        );
+        assert_status(
+            &single.ingest(json!({ "events": anonymous })),
+            202,
+            "anonymous on one node",
+        );
+        if k % 2 == 0 {
+            assert_status(
+                &cluster.nodes[(k + 1) % 3].ingest(identified.clone()),
+                202,
+                "identified",
+            );
+        } else {
+            producer.send_json(EVENTS_TOPIC, uid, &identified);
+        }
+        assert_status(&single.ingest(identified), 202, "identified on one node");
+    }
+    for (sid, uid) in &pairs {
+        let expected_user = state(&single, uid);
+        let expected_session = single.session_state(sid);
+        assert_eq!(expected_user["event_count"], 3, "{expected_user}");
+        for (index, node) in cluster.nodes.iter().enumerate() {
+            let user = poll_until(Duration::from_secs(20), "the identified event applied", || {
+                let reply = node.admin_get(&common::user_state_path(uid));
+                match reply.1["event_count"] == expected_user["event_count"] {
+                    true => Ok(reply.1),
+                    false => Err(reply.1.to_string()),
+                }
+            });
+            let context = format!("{uid} (after anonymous {sid}) on node {}", NODES[index]);
+            assert_same_state(&expected_user, &user, &context);
+            let context = format!("{sid} on node {}", NODES[index]);
+            assert_same_state(&expected_session, &node.session_state(sid), &context);
+        }
+        let request =
+            json!({"model_id": "default", "session_id": sid, "item_ids": (0..ITEMS).map(item).collect::<Vec<_>>()});
+        let rankings: Vec<Vec<String>> = cluster
+            .nodes
+            .iter()
+            .map(|node| ranked_ids(&node.admin_post(RECOMMEND, request.clone()), "recommend by sid"))
+            .collect();
+        assert!(
+            rankings.windows(2).all(|pair| pair[0] == pair[1]),
+            "{sid}: {rankings:?}"
+        );
+    }
+    let claims: u64 = cluster
+        .nodes
+        .iter()
+        .map(|node| {
+            node.admin_get(STATS).1["cluster"]["session_claims"]["adopted"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(claims, pairs.len() as u64, "one adopted claim per identified session");
+    let learned = total + 60 + 3 * pairs.len() as u64;
+
     // A rebuild from the log learns node a's own log; the other nodes' partitions are
     // then learned again, so node a's models still cover every event.
     let reply = cluster.nodes[0].admin_post("/v1/admin/models/retrain", json!({}));
@@ -323,7 +407,7 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
         .as_u64()
         .unwrap();
     assert!(rebuilt < total, "the rebuild read node a's log only: {}", reply.1);
-    wait_learned(&cluster, total + 60);
+    wait_learned(&cluster, learned);
 
     // Node c dies: its keys answer 503 with Retry-After on every other node, all
     // others keep working.

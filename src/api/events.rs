@@ -52,12 +52,16 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
             .await
         }
         Endpoint::InternalEvents => ingest_internal(state, &request).await,
+        Endpoint::InternalSessionClaim => grant_claim(state, &request).await,
         // Neither id names the node that has it: here first, then the others.
         Endpoint::Event => {
             let local = state.services.get_event(&request.params[0]).map_err(ApiError::from);
             forward::first_found(state, &request, local.and_then(|event| ok(&event.to_json()))).await
         }
         Endpoint::Session => {
+            if let Some(answer) = forward::to_claimant(state, &request, &request.params[0]).await {
+                return answer;
+            }
             let local = session(state, &request.params[0]).await;
             forward::first_found(state, &request, local).await
         }
@@ -220,6 +224,7 @@ async fn ingest_where_owned(
                     key.as_ref(),
                     body,
                     request.deadline,
+                    None,
                 )
                 .await;
             let outcomes = match answer {
@@ -297,6 +302,23 @@ async fn ingest_internal(state: &AppState, request: &ApiRequest) -> Result<HttpR
         })
         .collect();
     ok(&json!({ "results": results }))
+}
+
+/// `POST /v1/internal/sessions/claim {"sid", "uid"}`: another node claims a session of
+/// this node's shards for a user it owns. 200 `{"state": <the session's state> | null}`.
+async fn grant_claim(state: &AppState, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Claim {
+        sid: String,
+        uid: String,
+    }
+    let claim: Claim = serde_json::from_slice(&request.body)
+        .map_err(|error| ApiError::validation(format!("not a session claim {{\"sid\", \"uid\"}}: {error}")))?;
+    if claim.sid.is_empty() || claim.uid.is_empty() {
+        return Err(ApiError::validation("\"sid\" and \"uid\" must not be empty"));
+    }
+    let session = state.services.grant_session_claim(&claim.sid, &claim.uid).await?;
+    ok(&json!({ "state": session }))
 }
 
 /// The owner's answers to forwarded events; a garbled answer fails them all.

@@ -31,8 +31,12 @@ use crate::topology::Node;
 pub const FORWARDED_BY: HeaderName = HeaderName::from_static("x-rankstream-forwarded-by");
 /// Milliseconds left of the caller's deadline when the request was forwarded.
 pub const DEADLINE_MS: HeaderName = HeaderName::from_static("x-rankstream-deadline-ms");
+/// Names the session whose claim sent this request on: its sid's owner forwarded it to
+/// the node of the user that claimed the session, which serves it.
+pub const VIA_SESSION: HeaderName = HeaderName::from_static("x-rankstream-via-session");
 
 /// Pooled keep-alive connections to the other nodes.
+#[derive(Clone)]
 pub struct Peers {
     client: Client<HttpConnector, Full<Bytes>>,
 }
@@ -51,8 +55,10 @@ impl Peers {
         Peers { client }
     }
 
-    /// Sends `method path` with `body` to `node` with the caller's key, and answers the
-    /// node's response, or `None` when the node could not be reached before `deadline`.
+    /// Sends `method path` with `body` to `node` with the caller's key (and `extra`, a
+    /// header of the cluster's own), and answers the node's response, or `None` when the
+    /// node could not be reached before `deadline`.
+    #[allow(clippy::too_many_arguments)]
     pub async fn send(
         &self,
         cluster: &Cluster,
@@ -62,6 +68,7 @@ impl Peers {
         key: Option<&HeaderValue>,
         body: Bytes,
         deadline: Instant,
+        extra: Option<(HeaderName, HeaderValue)>,
     ) -> Option<(StatusCode, Bytes)> {
         let limit = deadline
             .saturating_duration_since(Instant::now())
@@ -71,6 +78,7 @@ impl Peers {
             (DEADLINE_MS, HeaderValue::from(limit.as_millis() as u64)),
         ];
         headers.extend(key.map(|key| (AUTHORIZATION, key.clone())));
+        headers.extend(extra);
         let answer = self
             .request(&node.http, method, path_and_query, headers, body, limit)
             .await;
@@ -150,6 +158,16 @@ pub fn unavailable(cluster: &Cluster, node: &Node) -> ApiError {
 
 /// Sends the request to `node` as it came and answers with the node's response.
 pub async fn to_node(state: &AppState, node: &Node, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
+    to_node_with(state, node, request, None).await
+}
+
+/// [`to_node`], with a header of the cluster's own.
+async fn to_node_with(
+    state: &AppState,
+    node: &Node,
+    request: &ApiRequest,
+    extra: Option<(HeaderName, HeaderValue)>,
+) -> Result<HttpResponse, ApiError> {
     let cluster = &state.services.cluster;
     let path = match &request.query {
         Some(query) => format!("{}?{query}", request.path),
@@ -165,6 +183,7 @@ pub async fn to_node(state: &AppState, node: &Node, request: &ApiRequest) -> Res
             presented_key(request).as_ref(),
             request.body.clone(),
             request.deadline,
+            extra,
         )
         .await;
     let (status, body) = answer.ok_or_else(|| unavailable(cluster, node))?;
@@ -181,7 +200,8 @@ pub async fn to_node(state: &AppState, node: &Node, request: &ApiRequest) -> Res
 /// `None` when the live state of `key` is served here (or there is no key); else the
 /// owner's answer to the forwarded request. A request another node forwarded is never
 /// forwarded again: if this node does not own the key either, the topologies of the
-/// two nodes disagree and the request is refused with 503.
+/// two nodes disagree and the request is refused with 503. One the owner of a claimed
+/// session sent on ([`to_claimant`]) is served here.
 pub async fn to_owner(
     state: &AppState,
     request: &ApiRequest,
@@ -189,6 +209,9 @@ pub async fn to_owner(
 ) -> Option<Result<HttpResponse, ApiError>> {
     let cluster = &state.services.cluster;
     let key = key?;
+    if request.headers.contains_key(VIA_SESSION) {
+        return None;
+    }
     match cluster.place(key) {
         Placement::Local => None,
         Placement::Remote { node, shard } if was_forwarded(request) => Some(Err(ApiError::ShardUnavailable {
@@ -219,7 +242,16 @@ pub async fn for_endpoint(
         | Endpoint::RecommendModule
         | Endpoint::Search
         | Endpoint::SearchRerank
-        | Endpoint::Chat => to_owner(state, request, body_routing_key(request).as_deref()).await,
+        | Endpoint::Chat => {
+            let key = body_routing_key(request)?;
+            if let Some(answer) = to_owner(state, request, Some(key.id())).await {
+                return Some(answer);
+            }
+            match key {
+                RoutingKey::Session(sid) => to_claimant(state, request, &sid).await,
+                RoutingKey::User(_) | RoutingKey::Conversation(_) => None,
+            }
+        }
         Endpoint::UserState => to_owner(state, request, request.params.first().map(String::as_str)).await,
         Endpoint::User if request.method == Method::DELETE => {
             to_owner(state, request, request.params.first().map(String::as_str)).await
@@ -228,10 +260,44 @@ pub async fn for_endpoint(
     }
 }
 
+/// For a request naming only session `sid`, on the node owning the sid's shard: when
+/// another node claimed the session for a user it owns (the session's state lives with
+/// the user's since), that node's answer. `None`: serve here.
+pub async fn to_claimant(state: &AppState, request: &ApiRequest, sid: &str) -> Option<Result<HttpResponse, ApiError>> {
+    if request.headers.contains_key(VIA_SESSION) {
+        return None;
+    }
+    let uid = match state.services.session_claimed_by(sid) {
+        Ok(uid) => uid?,
+        Err(error) => return Some(Err(error.into())),
+    };
+    let Placement::Remote { node, .. } = state.services.cluster.place(&uid) else {
+        return None;
+    };
+    let via = HeaderValue::from_str(sid).ok()?;
+    Some(to_node_with(state, node, request, Some((VIA_SESSION, via))).await)
+}
+
+/// Which live state a ranking, search or chat request is about.
+#[derive(Debug, PartialEq)]
+pub enum RoutingKey {
+    User(String),
+    Session(String),
+    Conversation(String),
+}
+
+impl RoutingKey {
+    pub fn id(&self) -> &str {
+        match self {
+            RoutingKey::User(id) | RoutingKey::Session(id) | RoutingKey::Conversation(id) => id,
+        }
+    }
+}
+
 /// The routing key a ranking, search or chat body names: `user_id`, else
 /// `session_id`, else (chat) `conversation_id`. Reads nothing else; a body that is
 /// not an object of strings there has no key, and is refused where it is decoded.
-pub fn body_routing_key(request: &ApiRequest) -> Option<String> {
+pub fn body_routing_key(request: &ApiRequest) -> Option<RoutingKey> {
     #[derive(Deserialize)]
     struct Ids {
         user_id: Option<Value>,
@@ -239,13 +305,14 @@ pub fn body_routing_key(request: &ApiRequest) -> Option<String> {
         conversation_id: Option<Value>,
     }
     let ids: Ids = serde_json::from_slice(&request.body).ok()?;
-    [ids.user_id, ids.session_id, ids.conversation_id]
-        .into_iter()
-        .flatten()
-        .find_map(|value| match value {
-            Value::String(id) if !id.is_empty() => Some(id),
-            _ => None,
-        })
+    let text = |value: Option<Value>| match value {
+        Some(Value::String(id)) if !id.is_empty() => Some(id),
+        _ => None,
+    };
+    text(ids.user_id)
+        .map(RoutingKey::User)
+        .or_else(|| text(ids.session_id).map(RoutingKey::Session))
+        .or_else(|| text(ids.conversation_id).map(RoutingKey::Conversation))
 }
 
 /// For reads by an id that does not name its shard (an event, a session): this

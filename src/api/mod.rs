@@ -15,6 +15,7 @@ mod error;
 mod events;
 mod forward;
 mod image_fetch;
+mod peer_claims;
 mod recommend;
 mod recommend_module;
 mod request_times;
@@ -51,6 +52,7 @@ pub use auth::RateLimits;
 pub use chat::LlmClient;
 pub use error::ApiError;
 pub use forward::Peers;
+pub use peer_claims::PeerClaims;
 pub use request_times::RequestTimes;
 use routes::Endpoint;
 
@@ -256,6 +258,7 @@ async fn route(
         Endpoint::Events
         | Endpoint::Engagement
         | Endpoint::InternalEvents
+        | Endpoint::InternalSessionClaim
         | Endpoint::Event
         | Endpoint::Session
         | Endpoint::UserState => events::handle(state, endpoint, request).await,

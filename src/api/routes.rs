@@ -40,6 +40,8 @@ pub enum Endpoint {
     Event,
     /// `/v1/internal/events`: events another node of the cluster accepted for a shard of this one
     InternalEvents,
+    /// `/v1/internal/sessions/claim`: another node claims a session of this node's shards for a user it owns
+    InternalSessionClaim,
     /// `/catalog/engagement`, also served at `/cds/engagement`
     Engagement,
     /// `/v1/recommend`
@@ -67,7 +69,7 @@ const DELETE: &[Method] = &[Method::DELETE];
 
 impl Endpoint {
     /// Every endpoint, in [`Endpoint::index`] order.
-    pub const ALL: [Endpoint; 26] = [
+    pub const ALL: [Endpoint; 27] = [
         Endpoint::Healthz,
         Endpoint::Readyz,
         Endpoint::AdminKeys,
@@ -86,6 +88,7 @@ impl Endpoint {
         Endpoint::Events,
         Endpoint::Event,
         Endpoint::InternalEvents,
+        Endpoint::InternalSessionClaim,
         Endpoint::Engagement,
         Endpoint::Recommend,
         Endpoint::RecommendModule,
@@ -122,6 +125,7 @@ impl Endpoint {
             Endpoint::Events => "/v1/events",
             Endpoint::Event => "/v1/events/{id}",
             Endpoint::InternalEvents => "/v1/internal/events",
+            Endpoint::InternalSessionClaim => "/v1/internal/sessions/claim",
             Endpoint::Engagement => "/catalog/engagement",
             Endpoint::Recommend => "/v1/recommend",
             Endpoint::RecommendModule => "/v1/recommend/module",
@@ -156,6 +160,7 @@ impl Endpoint {
             ["v1", "events"] => Endpoint::Events,
             ["v1", "events", _] => Endpoint::Event,
             ["v1", "internal", "events"] => Endpoint::InternalEvents,
+            ["v1", "internal", "sessions", "claim"] => Endpoint::InternalSessionClaim,
             ["catalog" | "cds", "engagement"] => Endpoint::Engagement,
             ["v1", "recommend"] => Endpoint::Recommend,
             ["v1", "recommend", "module"] => Endpoint::RecommendModule,
@@ -202,6 +207,7 @@ impl Endpoint {
             Endpoint::Users
             | Endpoint::Events
             | Endpoint::InternalEvents
+            | Endpoint::InternalSessionClaim
             | Endpoint::Engagement
             | Endpoint::Recommend
             | Endpoint::RecommendModule
@@ -226,7 +232,9 @@ impl Endpoint {
             Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed => "catalog:write",
             Endpoint::User if method == Method::GET => "catalog:read",
             Endpoint::User | Endpoint::Users => "users:write",
-            Endpoint::Events | Endpoint::Engagement | Endpoint::InternalEvents => "events:write",
+            Endpoint::Events | Endpoint::Engagement | Endpoint::InternalEvents | Endpoint::InternalSessionClaim => {
+                "events:write"
+            }
             Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
             Endpoint::Chat => "chat",
             Endpoint::Search | Endpoint::SearchRerank => "search",

@@ -9,12 +9,14 @@
 //! - [`live_state_id`]: which live state a request is about (a session or a user).
 //! - [`attributes`]: affinity attributes (`group:…`) interned as small numbers.
 //! - [`item_features`]: what ranking reads of a catalog item.
+//! - [`session_claim`]: how a user's owner asks for a session another node started.
 
 pub mod attributes;
 pub mod event;
 pub mod item_features;
 pub mod live_state;
 pub mod live_state_id;
+pub mod session_claim;
 pub mod signals;
 
 pub use event::{Event, SequencedEvent};

@@ -9,6 +9,7 @@ mod catalog_shard;
 pub mod conversation;
 mod live_actor;
 mod live_state_error;
+mod session_claims;
 mod shard_host;
 mod signal_board;
 
@@ -64,6 +65,8 @@ pub struct Engine {
     /// The threads the shard actors run on, stopped at shutdown.
     arbiters: parking_lot::Mutex<Vec<Arbiter>>,
     clock: SharedClock,
+    /// Cluster mode: sessions claimed from and granted to the other nodes.
+    claiming: session_claims::Claiming,
 }
 
 fn mailbox_error(error: MailboxError) -> LiveStateError {
@@ -194,6 +197,7 @@ impl Engine {
             live,
             clock,
             arbiters: parking_lot::Mutex::new(arbiters),
+            claiming: session_claims::Claiming::default(),
         })
     }
 
@@ -293,6 +297,7 @@ impl Engine {
     /// Accepts events on the shards owning their routing keys. Per event: whether it
     /// was a duplicate (already accepted, not applied again), or why it failed.
     pub async fn ingest(&self, events: Vec<Event>) -> Vec<Result<bool, LiveStateError>> {
+        self.claim_sessions(&events).await;
         let routed = events
             .into_iter()
             .map(|event| Ok((self.shard_of(event.routing_key()), event)))

@@ -21,6 +21,20 @@ impl Services {
         Ok((key, secret))
     }
 
+    /// Cluster mode: hands this node's own key to the other nodes, so that they accept
+    /// its calls; retried until the catalog log takes it.
+    pub async fn publish_node_key(&self, key: ApiKey) {
+        loop {
+            match self.replicate(vec![CatalogChange::PutKey { key: key.clone() }]).await {
+                Ok(()) => return,
+                Err(error) => {
+                    tracing::warn!(%error, "publishing this node's key failed; retrying in 5 s");
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                }
+            }
+        }
+    }
+
     /// Every key, without secrets.
     pub fn list_keys(&self) -> Vec<Arc<ApiKey>> {
         self.keys.list()

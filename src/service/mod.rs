@@ -68,7 +68,7 @@ pub struct Services {
     /// Live-state reads on the ranking path: deadline and misses.
     pub ranking: RankingStats,
     /// The topology from this node's seat: who owns which key.
-    pub cluster: cluster::Cluster,
+    pub cluster: Arc<cluster::Cluster>,
     /// In a cluster: where this node's catalog, user and key writes go for the others.
     pub catalog_log: Option<CatalogLog>,
 }
@@ -95,6 +95,9 @@ impl Services {
     /// The cluster's topology and counters, with the catalog log's.
     pub fn cluster_stats(&self) -> serde_json::Value {
         let mut stats = self.cluster.to_json();
+        if self.cluster.is_multi_node() {
+            stats["session_claims"] = self.engine.claim_stats();
+        }
         if let Some(log) = &self.catalog_log {
             stats["replication"] = log.stats.to_json();
         }

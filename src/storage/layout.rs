@@ -132,6 +132,12 @@ pub fn conversation(shard: ShardId, id: &str) -> Vec<u8> {
     tagged(shard, b'v', id)
 }
 
+/// `state`: on the owner of a sid's shard in a cluster, the user another node claimed
+/// the session for, `[shard]l[sid]`.
+pub fn session_link(shard: ShardId, sid: &str) -> Vec<u8> {
+    tagged(shard, b'l', sid)
+}
+
 /// `state`: the shard's checkpoint, the highest log sequence whose effects are all in snapshots.
 pub fn checkpoint(shard: ShardId) -> Vec<u8> {
     tagged(shard, b'c', "")
@@ -157,6 +163,12 @@ pub fn table(shard: ShardId, name: &str) -> Vec<u8> {
 /// `meta`: node-level, not sharded: `apikey/[id]`.
 pub fn api_key(id: &str) -> Vec<u8> {
     [API_KEY_PREFIX, id.as_bytes()].concat()
+}
+
+/// `meta`: the secret of this node's own key for calls to the other nodes of its
+/// cluster, `nodesecret/[node id]`.
+pub fn node_secret(node_id: &str) -> Vec<u8> {
+    [b"nodesecret/".as_slice(), node_id.as_bytes()].concat()
 }
 
 /// Prefix of every API key record in `meta`.

@@ -5,11 +5,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, WrapFuture};
+use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, WrapFuture};
 use lru::LruCache;
 use tokio::sync::oneshot;
 
 use super::super::live_actor::{load_state, KeyMessage, LiveActor, LiveKind, Outlets, Session, User};
+use super::messages::AdoptSession;
 use super::{decode_logged, ShardHost};
 use crate::domain::live_state::{DecayParams, LiveState};
 use crate::storage::{layout, Cf, StorageError};
@@ -306,6 +307,27 @@ impl ShardHost {
             .is_some_and(|(_, live)| live.last_used <= cutoff)
         {
             self.passivate_lru::<K>(context);
+        }
+    }
+}
+
+impl Handler<AdoptSession> for ShardHost {
+    type Result = ();
+
+    /// Stores the claimed state as the session's, for its actor to start from; a
+    /// session live or stored here already keeps its own.
+    fn handle(&mut self, AdoptSession { sid, state }: AdoptSession, _: &mut Context<Self>) {
+        if self.sessions.live.contains(&sid) || self.sessions.stopping.contains_key(&sid) {
+            return;
+        }
+        let key = Session::state_key(self.shard, &sid);
+        let stored = self.storage.get(Cf::State, &key);
+        if !matches!(stored, Ok(None)) {
+            return;
+        }
+        let value = postcard::to_allocvec(&*state).expect("live state serializes");
+        if let Err(error) = self.storage.put_unsynced(Cf::State, &key, &value) {
+            tracing::warn!(shard = self.shard, %sid, %error, "storing a claimed session failed; it starts empty here");
         }
     }
 }

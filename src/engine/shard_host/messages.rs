@@ -33,6 +33,15 @@ pub struct RouteSessions(pub Vec<(String, Vec<Arc<SequencedEvent>>)>, pub Comple
 #[rtype(result = "()")]
 pub struct AbsorbSession(pub Stitched);
 
+/// Cluster mode: a session claimed from the node owning its shard starts here from
+/// `state`, unless it already has a state here.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AdoptSession {
+    pub sid: String,
+    pub state: Box<LiveState>,
+}
+
 /// What a reader makes of a state.
 pub type Projection<R> = Box<dyn FnOnce(&LiveState) -> R + Send>;
 

@@ -46,7 +46,7 @@ use crate::domain::live_state::DecayParams;
 use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::ShardId;
 use live::Registry;
-pub use messages::{CheckpointMark, CheckpointPersist, Ingest, Projection, ReadState, Replay, Wipe};
+pub use messages::{AdoptSession, CheckpointMark, CheckpointPersist, Ingest, Projection, ReadState, Replay, Wipe};
 
 pub use router::HostRouter;
 
