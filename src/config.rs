@@ -79,6 +79,8 @@ pub struct KafkaConfig {
     /// Compacted topic of the shards' live state (one partition per shard), for moving a
     /// shard to another node.
     pub changelog_topic: String,
+    /// Compacted one-partition topic of the topologies `cluster apply` published.
+    pub topology_topic: String,
     /// Extra librdkafka properties for the consumer and producers (security, SASL, ...).
     pub client: BTreeMap<String, String>,
 }

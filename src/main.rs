@@ -89,8 +89,14 @@ pub enum ClusterAction {
         #[arg(long, default_value_t = 1)]
         replication_factor: i32,
     },
-    /// Print each node's health and shards, the consumer lag of each shard, and what
-    /// the nodes forwarded and replicated.
+    /// Publish a new topology (same shard count, every shard owned once, every node
+    /// reachable) with the next epoch; the nodes move the shards live.
+    Apply {
+        #[command(flatten)]
+        args: ClusterArgs,
+    },
+    /// Print the epoch, each node's health and shards, any shard move in progress, the
+    /// consumer lag of each shard, and what the nodes forwarded and replicated.
     Status {
         #[command(flatten)]
         args: ClusterArgs,

@@ -14,17 +14,18 @@ use crate::api_keys::KeyStore;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::embed::SharedEmbedder;
-use crate::engine::Engine;
+use crate::engine::{Engine, HeldShards};
 use crate::ranking::ModelRegistry;
 use crate::search::SearchIndex;
 use crate::service::chat::{ChatService, ReplyWriter};
 use crate::service::cluster::Cluster;
+use crate::service::moves::{phases_at_start, Mover};
 use crate::service::{RankingStats, Services};
 use crate::storage::Storage;
 use crate::stream::catalog_log::{follow_catalog_log, CatalogLog};
 use crate::stream::learner_feed::follow_other_partitions;
-use crate::stream::{start_consumer, EventProducer, SharedStats};
-use crate::topology::{Topology, SINGLE_TOML};
+use crate::stream::{start_consumer, topology_log, EventProducer, Producer, SharedStats};
+use crate::topology::{Ownership, Topology, SINGLE_TOML};
 use crate::training::Training;
 
 /// A started node: its services, and what stops with it.
@@ -42,8 +43,8 @@ impl Node {
     /// Must run inside an actix `System`. `admin_secret` is `RANKSTREAM_ADMIN_KEY`.
     pub async fn start(config: &Config, clock: SharedClock, admin_secret: Option<&str>) -> anyhow::Result<Node> {
         let topology = load_topology(config)?;
-        let me = topology.node_index(&config.node.id)?;
-        if topology.nodes.len() > 1 && !config.kafka.enabled {
+        let clustered = topology.nodes.len() > 1;
+        if clustered && !config.kafka.enabled {
             anyhow::bail!(
                 "the topology has {} nodes; a multi-node topology needs Kafka: set [kafka] enabled = true \
                  (and kafka.brokers) on every node",
@@ -58,7 +59,33 @@ impl Node {
                 kafka.rest_topic
             );
         }
-        let cluster = Arc::new(Cluster::new(topology.clone(), me, &config.node));
+        // A cluster follows the latest topology `cluster apply` published, if any.
+        let (applied, topology_offset) = match clustered {
+            true => topology_log::latest(kafka)?,
+            false => (None, 0),
+        };
+        let (epoch, current) = match applied {
+            Some(applied) => {
+                let current = Topology::parse(&applied.text)
+                    .with_context(|| format!("the cluster's topology of epoch {}", applied.epoch))?;
+                anyhow::ensure!(
+                    current.shards == topology.shards,
+                    "the cluster has {} shards; the topology file says {}",
+                    current.shards,
+                    topology.shards
+                );
+                (applied.epoch, current)
+            }
+            None => (0, topology.clone()),
+        };
+        let me = match topology.node_index(&config.node.id) {
+            Ok(index) => topology.nodes[index].id.clone(),
+            // A node the cluster's current topology names may be new to the file.
+            Err(_) if current.node(&config.node.id).is_some() => config.node.id.clone(),
+            Err(error) => return Err(error.into()),
+        };
+        let ownership = Ownership::new(&me, epoch, current, &[]);
+        let cluster = Arc::new(Cluster::new(ownership.clone(), clustered, &config.node));
         let retention = config.training.ranking_retention();
         let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
             .with_context(|| format!("opening the data directory {}", config.storage.data_dir.display()))?;
@@ -69,7 +96,7 @@ impl Node {
         }
         // In a cluster, this node's own key authenticates its calls to the others.
         let node_key = match cluster.is_multi_node() {
-            true => Some(keys.node_key(&cluster.me().id)?),
+            true => Some(keys.node_key(cluster.me())?),
             false => None,
         };
         let training = Training::start(storage.clone(), topology.shards, config.training.clone())?;
@@ -77,12 +104,37 @@ impl Node {
         let embedder = load_embedder(config).await?;
         let engine = Arc::new(Engine::start(
             storage.clone(),
-            topology,
-            me,
+            ownership.clone(),
             clock,
             &config.engine,
             training.clone(),
         )?);
+        // Which shards this node serves: on one node all; in a cluster, what it holds
+        // (the shards of its topology at its first start) and is taking over.
+        let held = match clustered {
+            false => (0..topology.shards).map(|shard| (shard, 0)).collect(),
+            true => match engine.held_shards()? {
+                Some(held) => held,
+                None => {
+                    // The cluster's first topology (the file's, or epoch 1 that `cluster
+                    // init` published) gives a node its shards; a node new to a later one
+                    // takes them over from their owners.
+                    let first: HeldShards = match epoch {
+                        0 | 1 => ownership
+                            .current()
+                            .owner_shards(&me)
+                            .iter()
+                            .map(|&shard| (shard, epoch))
+                            .collect(),
+                        _ => HeldShards::new(),
+                    };
+                    engine.store_held_shards(&first).await?;
+                    first
+                }
+            },
+        };
+        let phases = phases_at_start(&me, &ownership.current().topology, &held);
+        ownership.update(|current| current.phases = phases);
         if let Some((_, secret)) = &node_key {
             engine.set_session_claims(Arc::new(PeerClaims::new(cluster.clone(), secret)?));
         }
@@ -104,22 +156,25 @@ impl Node {
             _ => None,
         };
         let stream_stats = kafka.enabled.then(SharedStats::default);
+        let (mut consumer_control, mut feed_control) = (None, None);
         if let Some(stats) = stream_stats.as_ref().filter(|_| !kafka.inputs.is_empty()) {
             let reroute = match cluster.is_multi_node() {
                 true => {
-                    tasks.push(follow_other_partitions(
+                    let (feed, control) = follow_other_partitions(
                         kafka,
                         &engine.local_shards(),
                         engine.shard_count(),
                         engine.clone(),
                         training.clone(),
                         stats.clone(),
-                    )?);
+                    )?;
+                    tasks.push(feed);
+                    feed_control = Some(control);
                     Some(EventProducer::new(kafka, &kafka.rest_topic, engine.shard_count())?)
                 }
                 false => None,
             };
-            let consumer = start_consumer(
+            let (consumer, control) = start_consumer(
                 kafka.clone(),
                 engine.local_shards(),
                 engine.shard_count(),
@@ -129,15 +184,30 @@ impl Node {
             )
             .await?;
             tasks.push(consumer);
+            consumer_control = Some(control);
+        }
+        // In a cluster, shards move live as the topology log says.
+        if clustered {
+            let mover = Mover {
+                ownership: ownership.clone(),
+                engine: engine.clone(),
+                kafka: kafka.clone(),
+                producer: Producer::new(kafka, &[])?,
+                consumer: consumer_control,
+                feed: feed_control,
+                held: tokio::sync::Mutex::new(held),
+            };
+            let topologies = topology_log::follow(kafka, topology_offset)?;
+            tasks.push(tokio::spawn(mover.run(topologies)));
         }
         // In a cluster, every node applies the catalog, user and key writes of the others.
         let catalog_log = match cluster.is_multi_node() {
             true => {
-                let log = CatalogLog::new(kafka, &cluster.me().id)?;
+                let log = CatalogLog::new(kafka, cluster.me())?;
                 tasks.push(
                     follow_catalog_log(
                         kafka.clone(),
-                        cluster.me().id.clone(),
+                        cluster.me().to_owned(),
                         engine.clone(),
                         keys.clone(),
                         log.stats.clone(),

@@ -4,7 +4,12 @@
 //! positive, modulo the shard count), so an external producer keying events by user
 //! id with the standard partitioner lands on the owning shard.
 
-use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 /// The embedded default: one node owning 8 shards.
 pub const SINGLE_TOML: &str = include_str!("../topology/single.toml");
@@ -45,6 +50,8 @@ pub struct Topology {
     pub shards: u16,
     /// Nodes; every shard is owned by exactly one.
     pub nodes: Vec<Node>,
+    /// The text it was parsed from (what `cluster apply` publishes).
+    pub text: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +114,7 @@ impl Topology {
         Ok(Topology {
             shards: file.shards,
             nodes,
+            text: text.to_owned(),
         })
     }
 
@@ -135,12 +143,135 @@ impl Topology {
         })
     }
 
+    /// The node named `id`, if the topology lists it.
+    pub fn node(&self, id: &str) -> Option<&Node> {
+        self.nodes.iter().find(|node| node.id == id)
+    }
+
     /// The index of the node owning `shard`.
     pub fn owner_of(&self, shard: ShardId) -> usize {
         self.nodes
             .iter()
             .position(|node| node.shards.contains(&shard))
             .expect("a parsed topology gives every shard an owner")
+    }
+}
+
+/// What a shard of this node is doing in a live move (see `service::moves`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Owned and served here.
+    Serving,
+    /// Given to this node by the current epoch; its state is being restored here.
+    Restoring,
+    /// Taken from this node by the current epoch; its state is being handed off.
+    Releasing,
+}
+
+/// The topology a node follows now (the latest epoch it has seen) and the phase of each
+/// shard it owns or is handing off. Shared by the engine, the stream tasks and the HTTP
+/// frontend; every change wakes those that wait on it.
+pub struct Ownership {
+    me: String,
+    current: RwLock<Arc<Current>>,
+    changed: watch::Sender<u64>,
+}
+
+/// One state of [`Ownership`].
+#[derive(Debug, Clone)]
+pub struct Current {
+    /// 0 for the topology a node was started with; `cluster apply` publishes 1, 2, ...
+    pub epoch: u64,
+    pub topology: Arc<Topology>,
+    /// Shards this node owns or hands off, and their phase.
+    pub phases: BTreeMap<ShardId, Phase>,
+}
+
+impl Ownership {
+    /// Node `me` following `topology` at `epoch`, serving `serving`.
+    pub fn new(me: &str, epoch: u64, topology: Topology, serving: &[ShardId]) -> Arc<Ownership> {
+        let phases = serving.iter().map(|&shard| (shard, Phase::Serving)).collect();
+        let current = Current {
+            epoch,
+            topology: Arc::new(topology),
+            phases,
+        };
+        Arc::new(Ownership {
+            me: me.to_owned(),
+            current: RwLock::new(Arc::new(current)),
+            changed: watch::channel(0).0,
+        })
+    }
+
+    /// This node's id.
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// The current state (a snapshot: later changes do not alter it).
+    pub fn current(&self) -> Arc<Current> {
+        self.current.read().clone()
+    }
+
+    /// The shards served here now.
+    pub fn serving(&self) -> Vec<ShardId> {
+        let current = self.current();
+        current
+            .phases
+            .iter()
+            .filter(|(_, phase)| **phase == Phase::Serving)
+            .map(|(&shard, _)| shard)
+            .collect()
+    }
+
+    /// Whether `shard` is served here now.
+    pub fn is_serving(&self, shard: ShardId) -> bool {
+        self.current.read().phases.get(&shard) == Some(&Phase::Serving)
+    }
+
+    /// Changes the state with `change` and wakes the waiters.
+    pub fn update(&self, change: impl FnOnce(&mut Current)) {
+        let mut current = self.current.write();
+        let mut next = (**current).clone();
+        change(&mut next);
+        *current = Arc::new(next);
+        drop(current);
+        self.changed.send_modify(|version| *version += 1);
+    }
+
+    /// Waits until `shard` is served here or `until` passes; whether it is.
+    pub async fn wait_serving(&self, shard: ShardId, until: tokio::time::Instant) -> bool {
+        let mut changes = self.changed.subscribe();
+        loop {
+            if self.is_serving(shard) {
+                return true;
+            }
+            match tokio::time::timeout_at(until, changes.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return self.is_serving(shard),
+            }
+        }
+    }
+
+    /// A receiver that sees every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}
+
+impl Current {
+    /// The shards node `id` owns in this epoch's topology (none if it is not named).
+    pub fn owner_shards(&self, id: &str) -> Vec<ShardId> {
+        self.topology
+            .node(id)
+            .map(|node| node.shards.clone())
+            .unwrap_or_default()
+    }
+
+    /// The node owning `shard` in this epoch's topology.
+    pub fn owner_of(&self, shard: ShardId) -> &Node {
+        &self.topology.nodes[self.topology.owner_of(shard)]
     }
 }
 

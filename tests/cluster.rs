@@ -3,130 +3,26 @@
 //! request; each user's state is the one a single node builds from the same events;
 //! a node killed with SIGKILL makes only its own keys unavailable, and loses nothing.
 
+#[path = "common/cluster.rs"]
+mod cluster_support;
 mod common;
 #[path = "common/kafka.rs"]
 mod kafka_support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
+use cluster_support::Cluster;
 use common::{assert_same_state, assert_status, event, json, poll_until, StatusCode, TestServer, Value};
 use kafka_support::*;
-use rankstream::topology::{shard_for, Topology};
 
-const SHARDS: u16 = 24;
 const NODES: [&str; 3] = ["a", "b", "c"];
 const USERS: usize = 2_000;
 const EVENTS_PER_USER: usize = 3;
 const ITEMS: usize = 30;
 const RECOMMEND: &str = "/v1/recommend";
 const STATS: &str = "/v1/admin/stats";
-
-/// The broker, the topology and the three nodes.
-struct Cluster {
-    broker: Broker,
-    topology: Topology,
-    topology_file: tempfile::NamedTempFile,
-    config_file: tempfile::NamedTempFile,
-    nodes: Vec<TestServer>,
-    admin_key: String,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("pick a free port")
-        .port()
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let broker = Broker::start_empty();
-        let mut text = format!("shards = {SHARDS}\n");
-        for (index, id) in NODES.iter().enumerate() {
-            let first = index * 8;
-            text.push_str(&format!(
-                "[[node]]\nid = \"{id}\"\nhttp = \"127.0.0.1:{}\"\nshards = \"{first}-{}\"\n",
-                free_port(),
-                first + 7
-            ));
-        }
-        let topology = Topology::parse(&text).expect("a valid topology");
-        let topology_file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(topology_file.path(), &text).unwrap();
-        let config_file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(config_file.path(), broker.server_config()).unwrap();
-        let mut cluster = Cluster {
-            broker,
-            topology,
-            topology_file,
-            config_file,
-            nodes: Vec::new(),
-            admin_key: format!("cluster-admin-{}", std::process::id()),
-        };
-        let init = cluster.cli(&["init"]);
-        assert!(
-            init.contains("rankstream-catalog") && init.contains("compact"),
-            "{init}"
-        );
-        let again = cluster.cli(&["init"]);
-        assert!(!again.contains("created"), "init is idempotent: {again}");
-        for index in 0..NODES.len() {
-            let node = cluster.start_node(index);
-            cluster.nodes.push(node);
-        }
-        cluster
-    }
-
-    /// Runs `rankstream cluster ACTION --brokers ... --topology FILE`; its stdout.
-    fn cli(&self, action: &[&str]) -> String {
-        let output = Command::new(env!("CARGO_BIN_EXE_rankstream"))
-            .arg("cluster")
-            .args(action)
-            .args(["--brokers", &self.broker.bootstrap(), "--topology"])
-            .arg(self.topology_file.path())
-            .env("RANKSTREAM_ADMIN_KEY", &self.admin_key)
-            .output()
-            .expect("run rankstream cluster");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "cluster {action:?}: {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
-    }
-
-    fn start_node(&self, index: usize) -> TestServer {
-        let node = &self.topology.nodes[index];
-        let args = [
-            "--config",
-            self.config_file.path().to_str().unwrap(),
-            "--topology",
-            self.topology_file.path().to_str().unwrap(),
-            "--node-id",
-            &node.id,
-            "--bind",
-            &node.http,
-        ];
-        // The test reads thousands of states in seconds with one key, and a forwarded
-        // request counts against the key on both nodes.
-        let env = [
-            ("RANKSTREAM_ADMIN_KEY", self.admin_key.as_str()),
-            ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-            ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-        ];
-        let mut server = TestServer::start_with(&env, &args);
-        server.admin_key = self.admin_key.clone();
-        server
-    }
-
-    /// The index of the node owning `key`'s shard.
-    fn owner(&self, key: &str) -> usize {
-        self.topology.owner_of(shard_for(key.as_bytes(), SHARDS))
-    }
-}
+const LAYOUT: [(&str, &str); 3] = [("a", "0-7"), ("b", "8-15"), ("c", "16-23")];
 
 fn item(n: usize) -> String {
     format!("p{n}")
@@ -184,7 +80,7 @@ fn ranked_ids(reply: &(StatusCode, Value), context: &str) -> Vec<String> {
 
 #[test]
 fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
-    let mut cluster = Cluster::start();
+    let mut cluster = Cluster::start(&LAYOUT);
     let single = TestServer::start_with_env(&[
         ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
         ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
@@ -482,6 +378,6 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
             "{uid} after the restart: {got}"
         );
     }
-    let status = cluster.cli(&["status"]);
+    let status = cluster.cli(&["status"], cluster.topology_file.path());
     assert!(status.contains("16-23") && !status.contains("down"), "{status}");
 }

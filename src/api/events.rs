@@ -190,19 +190,25 @@ async fn ingest_where_owned(
     }
     let mut outcomes: Vec<Option<Outcome>> = (0..events.len()).map(|_| None).collect();
     let mut local: (Vec<usize>, Vec<Event>) = Default::default();
-    let mut remote: BTreeMap<&str, (&Node, Vec<usize>, Vec<Event>)> = BTreeMap::new();
+    let mut remote: BTreeMap<String, (Node, Vec<usize>, Vec<Event>)> = BTreeMap::new();
+    let until = tokio::time::Instant::from_std(request.deadline);
     for (index, event) in events.into_iter().enumerate() {
         match cluster.place(event.routing_key()) {
+            // A shard this node is taking over in a move: wait for it (within the
+            // deadline) before the event is produced.
+            Placement::Local if !cluster.wait_serving(event.routing_key(), until).await => {
+                outcomes[index] = Some(Outcome::Failed(forward::moving(cluster)));
+            }
             Placement::Local => {
                 local.0.push(index);
                 local.1.push(event);
             }
             Placement::Remote { node, .. } if forward::was_forwarded(request) => {
-                outcomes[index] = Some(Outcome::Failed(forward::unavailable(cluster, node)));
+                outcomes[index] = Some(Outcome::Failed(forward::unavailable(cluster, &node)));
             }
             Placement::Remote { node, .. } => {
                 let entry = remote
-                    .entry(node.id.as_str())
+                    .entry(node.id.clone())
                     .or_insert_with(|| (node, Vec::new(), Vec::new()));
                 entry.1.push(index);
                 entry.2.push(event);
@@ -218,7 +224,7 @@ async fn ingest_where_owned(
                 .peers
                 .send(
                     cluster,
-                    node,
+                    &node,
                     Method::POST,
                     Endpoint::InternalEvents.pattern(),
                     key.as_ref(),
@@ -237,7 +243,7 @@ async fn ingest_where_owned(
                     (0..indexes.len()).map(|_| Outcome::Refused(failure.clone())).collect()
                 }
                 None => (0..indexes.len())
-                    .map(|_| Outcome::Failed(forward::unavailable(cluster, node)))
+                    .map(|_| Outcome::Failed(forward::unavailable(cluster, &node)))
                     .collect(),
             };
             (indexes, outcomes)

@@ -74,7 +74,7 @@ impl Peers {
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(cluster.forward_timeout_ms));
         let mut headers = vec![
-            (FORWARDED_BY, HeaderValue::from_str(&cluster.me().id).ok()?),
+            (FORWARDED_BY, HeaderValue::from_str(cluster.me()).ok()?),
             (DEADLINE_MS, HeaderValue::from(limit.as_millis() as u64)),
         ];
         headers.extend(key.map(|key| (AUTHORIZATION, key.clone())));
@@ -156,6 +156,14 @@ pub fn unavailable(cluster: &Cluster, node: &Node) -> ApiError {
     }
 }
 
+/// 503 `shard_unavailable` for a key whose shard this node is still taking over.
+pub fn moving(cluster: &Cluster) -> ApiError {
+    ApiError::ShardUnavailable {
+        message: "the shard of this key is moving to this node and is not served yet; retry later".into(),
+        retry_after_s: cluster.retry_after_s,
+    }
+}
+
 /// Sends the request to `node` as it came and answers with the node's response.
 pub async fn to_node(state: &AppState, node: &Node, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
     to_node_with(state, node, request, None).await
@@ -213,7 +221,14 @@ pub async fn to_owner(
         return None;
     }
     match cluster.place(key) {
-        Placement::Local => None,
+        // A shard this node is taking over in a move: wait for it within the deadline.
+        Placement::Local => {
+            let until = tokio::time::Instant::from_std(request.deadline);
+            match cluster.wait_serving(key, until).await {
+                true => None,
+                false => Some(Err(moving(cluster))),
+            }
+        }
         Placement::Remote { node, shard } if was_forwarded(request) => Some(Err(ApiError::ShardUnavailable {
             message: format!(
                 "shard {shard} is owned by node {:?} in this node's topology; the forwarding node's topology differs",
@@ -221,7 +236,7 @@ pub async fn to_owner(
             ),
             retry_after_s: cluster.retry_after_s,
         })),
-        Placement::Remote { node, .. } => Some(to_node(state, node, request).await),
+        Placement::Remote { node, .. } => Some(to_node(state, &node, request).await),
     }
 }
 
@@ -275,7 +290,7 @@ pub async fn to_claimant(state: &AppState, request: &ApiRequest, sid: &str) -> O
         return None;
     };
     let via = HeaderValue::from_str(sid).ok()?;
-    Some(to_node_with(state, node, request, Some((VIA_SESSION, via))).await)
+    Some(to_node_with(state, &node, request, Some((VIA_SESSION, via))).await)
 }
 
 /// Which live state a ranking, search or chat request is about.
@@ -329,7 +344,7 @@ pub async fn first_found(
     }
     let mut down = None;
     for node in cluster.peers() {
-        match to_node(state, node, request).await {
+        match to_node(state, &node, request).await {
             Ok(response) if response.status() == StatusCode::NOT_FOUND => {}
             Ok(response) => return Ok(response),
             Err(error) => down = Some(error),

@@ -1,4 +1,4 @@
-//! `rankstream cluster init` and `rankstream cluster status`.
+//! `rankstream cluster init`, `rankstream cluster apply` and `rankstream cluster status`.
 
 use std::time::Duration;
 
@@ -6,7 +6,8 @@ use anyhow::Context as _;
 use rankstream::api::Peers;
 use rankstream::config::Config;
 use rankstream::stream::admin::{cluster_topics, create_topics, partition_lags, TopicOutcome};
-use rankstream::topology::{ShardId, Topology};
+use rankstream::stream::topology_log::{self, Applied};
+use rankstream::topology::{Node, ShardId, Topology};
 use serde_json::{json, Value};
 
 use crate::{ClusterAction, ClusterArgs};
@@ -20,6 +21,7 @@ pub async fn run(action: ClusterAction) -> anyhow::Result<()> {
             args,
             replication_factor,
         } => init(&args, replication_factor).await,
+        ClusterAction::Apply { args } => apply(&args).await,
         ClusterAction::Status { args, key, json } => {
             let key = key.or_else(|| std::env::var("RANKSTREAM_ADMIN_KEY").ok());
             status(&args, key.as_deref(), json).await
@@ -58,14 +60,118 @@ async fn init(args: &ClusterArgs, replication: i32) -> anyhow::Result<()> {
             spec.name, spec.partitions
         );
     }
+    // The cluster's first topology is epoch 1; `apply` publishes the next ones.
+    match topology_log::latest(&config.kafka)? {
+        (Some(latest), _) => println!("topology: epoch {} already published", latest.epoch),
+        (None, _) => {
+            let first = Applied {
+                epoch: 1,
+                text: topology.text.clone(),
+            };
+            topology_log::publish(&config.kafka, &first).await?;
+            println!("topology: epoch 1 published");
+        }
+    }
     Ok(())
 }
 
-async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow::Result<()> {
+/// Validates the topology file and publishes it with the next epoch.
+async fn apply(args: &ClusterArgs) -> anyhow::Result<()> {
     let (config, topology) = load(args)?;
+    let kafka = &config.kafka;
+    let spec = cluster_topics(kafka, topology.shards)
+        .into_iter()
+        .filter(|spec| spec.name == kafka.topology_topic || spec.name == kafka.changelog_topic)
+        .collect::<Vec<_>>();
+    // A cluster made before topologies were published lacks the topology topic; the
+    // changelog's partition count is the cluster's shard count.
+    create_topics(kafka, &spec, 1)
+        .await
+        .with_context(|| format!("checking the cluster's topics on {}", kafka.brokers))?;
+    let (latest, _) = topology_log::latest(kafka)?;
+    if let Some(latest) = &latest {
+        let current = Topology::parse(&latest.text)?;
+        anyhow::ensure!(
+            current.shards == topology.shards,
+            "the cluster has {} shards; {} says {} (the shard count never changes)",
+            current.shards,
+            args.topology.display(),
+            topology.shards
+        );
+    }
+    let peers = Peers::new(config.node.connect_timeout_ms);
+    let mut down = Vec::new();
+    for node in &topology.nodes {
+        if !matches!(
+            peers.get_json(&node.http, "/healthz", None, PROBE_TIMEOUT).await,
+            Some((200, _))
+        ) {
+            down.push(format!("{} ({})", node.id, node.http));
+        }
+    }
+    anyhow::ensure!(
+        down.is_empty(),
+        "not applied: node(s) {} do not answer; start them (with --node-id) first",
+        down.join(", ")
+    );
+    let epoch = latest.as_ref().map_or(0, |latest| latest.epoch) + 1;
+    let applied = Applied {
+        epoch,
+        text: topology.text.clone(),
+    };
+    topology_log::publish(kafka, &applied)
+        .await
+        .with_context(|| format!("publishing the topology to {}", kafka.topology_topic))?;
+    let moves: Vec<String> = match &latest {
+        Some(latest) => {
+            let before = Topology::parse(&latest.text)?;
+            (0..topology.shards)
+                .filter_map(|shard| {
+                    let (from, to) = (
+                        &before.nodes[before.owner_of(shard)].id,
+                        &topology.nodes[topology.owner_of(shard)].id,
+                    );
+                    (from != to).then(|| format!("{shard}:{from}->{to}"))
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    println!(
+        "applied epoch {epoch}: {} nodes, {} shards",
+        topology.nodes.len(),
+        topology.shards
+    );
+    if !moves.is_empty() {
+        println!("moves: {}", moves.join(" "));
+    }
+    Ok(())
+}
+
+/// The topology the cluster follows now: the latest published, else the file's.
+fn current_topology(config: &Config, file: Topology) -> anyhow::Result<(u64, Topology)> {
+    match topology_log::latest(&config.kafka)? {
+        (Some(latest), _) => Ok((latest.epoch, Topology::parse(&latest.text)?)),
+        (None, _) => Ok((0, file)),
+    }
+}
+
+async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow::Result<()> {
+    let (config, file) = load(args)?;
+    let (epoch, topology) = current_topology(&config, file.clone())?;
+    // A node the current topology no longer names may still be handing shards off.
+    let mut listed: Vec<Node> = topology.nodes.clone();
+    for node in file.nodes {
+        if !listed.iter().any(|known| known.id == node.id) {
+            listed.push(Node {
+                shards: Vec::new(),
+                ..node
+            });
+        }
+    }
     let peers = Peers::new(config.node.connect_timeout_ms);
     let mut nodes = Vec::new();
-    for node in &topology.nodes {
+    for node in &listed {
         let health = peers.get_json(&node.http, "/healthz", None, PROBE_TIMEOUT).await;
         let stats = match (&health, key) {
             (Some((200, _)), Some(key)) => peers
@@ -84,6 +190,15 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
             "http": node.http,
             "health": if matches!(health, Some((200, _))) { "up" } else { "down" },
             "shards": ranges(&node.shards),
+            "serving": cluster["local_shards"].as_array().map(|shards| {
+                let shards: Vec<ShardId> = shards.iter().filter_map(Value::as_u64).map(|shard| shard as ShardId).collect();
+                match shards.is_empty() {
+                    true => "none".to_owned(),
+                    false => ranges(&shards),
+                }
+            }),
+            "epoch": cluster["epoch"],
+            "moves": cluster["moves"],
             "forwarded": cluster["forwarded"],
             "forward_failures": cluster["forward_failures"],
             "replication": cluster["replication"],
@@ -108,21 +223,59 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
             })
         })
         .collect();
-    let report =
-        json!({ "shards": topology.shards, "brokers": config.kafka.brokers, "nodes": nodes, "shard_lag": shards });
+    let moving: Vec<Value> = nodes
+        .iter()
+        .flat_map(|node| {
+            let id = node["id"].clone();
+            node["moves"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |mut step| {
+                    step["node"] = id.clone();
+                    step
+                })
+        })
+        .collect();
+    let report = json!({
+        "epoch": epoch,
+        "shards": topology.shards,
+        "brokers": config.kafka.brokers,
+        "nodes": nodes,
+        "moves": moving,
+        "shard_lag": shards,
+    });
     if as_json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     println!(
-        "cluster: {} shards on {} nodes; brokers {}",
+        "cluster: epoch {epoch}, {} shards on {} nodes; brokers {}",
         topology.shards,
         topology.nodes.len(),
         config.kafka.brokers
     );
+    match moving.is_empty() {
+        true => println!("moves: none in progress"),
+        false => {
+            let steps: Vec<String> = moving
+                .iter()
+                .map(|step| {
+                    format!(
+                        "shard {} {} on {}",
+                        step["shard"],
+                        step["phase"].as_str().unwrap_or("?"),
+                        step["node"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect();
+            println!("moves: {}", steps.join("; "));
+        }
+    }
     println!(
-        "{:10} {:22} {:6} {:12} {:>10} {:>9} {:>16}",
-        "node", "http", "health", "shards", "forwarded", "failures", "replication_lag"
+        "{:10} {:22} {:6} {:12} {:12} {:>10} {:>9} {:>16}",
+        "node", "http", "health", "shards", "serving", "forwarded", "failures", "replication_lag"
     );
     for node in &nodes {
         let text = |value: &Value| match value {
@@ -135,11 +288,12 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
             lag => format!("{lag} ms"),
         };
         println!(
-            "{:10} {:22} {:6} {:12} {:>10} {:>9} {:>16}",
+            "{:10} {:22} {:6} {:12} {:12} {:>10} {:>9} {:>16}",
             text(&node["id"]),
             text(&node["http"]),
             text(&node["health"]),
             text(&node["shards"]),
+            text(&node["serving"]),
             text(&node["forwarded"]),
             text(&node["forward_failures"]),
             lag

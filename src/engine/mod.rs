@@ -11,6 +11,7 @@ mod live_actor;
 mod live_state_error;
 mod session_claims;
 mod shard_host;
+mod shard_moves;
 mod signal_board;
 
 use std::future::Future;
@@ -27,7 +28,7 @@ use crate::domain::live_state::{DecayParams, LiveState};
 use crate::domain::live_state_id::LiveStateId;
 use crate::domain::signals::Signals;
 use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
-use crate::topology::{ShardId, Topology};
+use crate::topology::{shard_for, Ownership, ShardId};
 use catalog::{id_of, CatalogError, FieldType, ItemReader, Relation, RowKind, TableRecord, TableRegistry, USERS_TABLE};
 pub use catalog_shard::{CatalogShard, RowResult};
 use catalog_shard::{DeleteItem, DeleteUser, DropTableRows, PutTable, UpsertRows};
@@ -37,6 +38,7 @@ pub use shard_host::Projection;
 use shard_host::{
     CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost, Wipe,
 };
+pub use shard_moves::{HeldShards, ShardExport};
 use signal_board::SignalBoard;
 
 /// The running engine of one node.
@@ -45,9 +47,10 @@ pub struct Engine {
     tables: Arc<TableRegistry>,
     /// Catalog reads and cached ranking features for the ranking path.
     items: Arc<ItemReader>,
-    topology: Topology,
-    /// This node's index in the topology.
-    node: usize,
+    /// The shard count, fixed for the life of a data set.
+    shard_count: u16,
+    /// Which shards this node serves now.
+    ownership: Arc<Ownership>,
     /// One catalog actor per shard, indexed by shard id.
     shards: Vec<Addr<CatalogShard>>,
     /// One live-state host per shard.
@@ -67,6 +70,13 @@ pub struct Engine {
     clock: SharedClock,
     /// Cluster mode: sessions claimed from and granted to the other nodes.
     claiming: session_claims::Claiming,
+}
+
+/// An event for a shard this node does not serve now (it moved, or is moving).
+fn not_served(shard: ShardId) -> LiveStateError {
+    LiveStateError::Unavailable(format!(
+        "shard {shard} is not served by this node now (a topology change is moving it); retry"
+    ))
 }
 
 fn mailbox_error(error: MailboxError) -> LiveStateError {
@@ -122,8 +132,6 @@ impl Unavailable for LiveStateError {
 pub enum EngineError {
     #[error(transparent)]
     Storage(#[from] StorageError),
-    #[error("topology: {0}")]
-    Topology(String),
 }
 
 impl Engine {
@@ -132,23 +140,17 @@ impl Engine {
     /// [`Engine::recover`] before serving.
     pub fn start(
         storage: Storage,
-        topology: Topology,
-        node: usize,
+        ownership: Arc<Ownership>,
         clock: SharedClock,
         config: &EngineConfig,
         learner: Arc<dyn DurableEventSink>,
     ) -> Result<Engine, EngineError> {
-        if node >= topology.nodes.len() {
-            return Err(EngineError::Topology(format!(
-                "node {node} is not one of the topology's {} nodes",
-                topology.nodes.len()
-            )));
-        }
-        let tables = Arc::new(TableRegistry::load(storage.clone(), topology.shards, clock.clone())?);
-        let items = Arc::new(ItemReader::new(storage.clone(), tables.clone(), topology.shards));
+        let shard_count = ownership.current().topology.shards;
+        let tables = Arc::new(TableRegistry::load(storage.clone(), shard_count, clock.clone())?);
+        let items = Arc::new(ItemReader::new(storage.clone(), tables.clone(), shard_count));
         let commits = CommitQueue::start(storage.clone(), config.commit_queue);
         let live = LiveConfig::from(config);
-        let hosts = HostRouter::new(topology.shards);
+        let hosts = HostRouter::new(shard_count);
         let handles = HostHandles {
             storage: storage.clone(),
             commits: commits.clone(),
@@ -161,7 +163,7 @@ impl Engine {
         let mut arbiters = Vec::new();
         let mut shards = Vec::new();
         let mut host_addrs = Vec::new();
-        for shard in 0..topology.shards {
+        for shard in 0..shard_count {
             let arbiter = Arbiter::new();
             let actor = CatalogShard::new(
                 shard,
@@ -181,15 +183,15 @@ impl Engine {
         hosts.set(host_addrs);
         let in_flight_limit = u32::try_from(config.max_events_in_flight.max(1)).unwrap_or(u32::MAX);
         Ok(Engine {
-            in_flight: (0..topology.shards)
+            in_flight: (0..shard_count)
                 .map(|_| Arc::new(tokio::sync::Semaphore::new(in_flight_limit as usize)))
                 .collect(),
             in_flight_limit,
             storage,
             tables,
             items,
-            topology,
-            node,
+            shard_count,
+            ownership,
             shards,
             hosts,
             board: handles.board,
@@ -260,7 +262,7 @@ impl Engine {
     }
 
     fn shard_of(&self, key: &str) -> ShardId {
-        self.topology.shard_for(key.as_bytes())
+        shard_for(key.as_bytes(), self.shard_count)
     }
 
     async fn ask<M>(&self, shard: ShardId, message: M) -> Result<M::Result, CatalogError>
@@ -300,7 +302,13 @@ impl Engine {
         self.claim_sessions(&events).await;
         let routed = events
             .into_iter()
-            .map(|event| Ok((self.shard_of(event.routing_key()), event)))
+            .map(|event| {
+                let shard = self.shard_of(event.routing_key());
+                match self.ownership.is_serving(shard) {
+                    true => Ok((shard, event)),
+                    false => Err(not_served(shard)),
+                }
+            })
             .collect();
         self.scatter(routed, |shard, events| async move {
             // Credits for the events in flight on this shard: held until the batch is
@@ -314,6 +322,10 @@ impl Engine {
                 .acquire_many(credits)
                 .await
                 .map_err(|_| LiveStateError::Unavailable(format!("shard {shard} is stopping")))?;
+            // A move may have fenced the shard while this waited for credits.
+            if !self.ownership.is_serving(shard) {
+                return Err(not_served(shard));
+            }
             let duplicates = self
                 .hosts
                 .host(shard)
@@ -458,7 +470,7 @@ impl Engine {
 
     /// Starts the conversation actors' arbiter, on this node's storage and clock.
     pub fn start_conversations(&self, settings: conversation::ConversationSettings) -> conversation::Conversations {
-        conversation::Conversations::start(self.storage.clone(), self.topology.shards, self.clock.clone(), settings)
+        conversation::Conversations::start(self.storage.clone(), self.shard_count, self.clock.clone(), settings)
     }
 
     /// Events in flight on each shard now (accepted, not yet applied everywhere and
@@ -475,9 +487,9 @@ impl Engine {
         self.in_flight_limit as usize
     }
 
-    /// The shards this node owns.
+    /// The shards this node serves now.
     pub fn local_shards(&self) -> Vec<ShardId> {
-        self.topology.nodes[self.node].shards.clone()
+        self.ownership.serving()
     }
 
     /// The engine's clock, in unix ms.
@@ -487,7 +499,7 @@ impl Engine {
 
     /// A stored event by id.
     pub fn get_event(&self, id: &str) -> Result<Event, CatalogError> {
-        for shard in 0..self.topology.shards {
+        for shard in 0..self.shard_count {
             let Some(log_key) = self.storage.get(Cf::Events, &layout::event_id(shard, id))? else {
                 continue;
             };
@@ -602,7 +614,7 @@ impl Engine {
         if removed.is_none() {
             return Err(CatalogError::NotFound(format!("table {name:?}")));
         }
-        let drops = (0..self.topology.shards).map(|shard| self.ask(shard, DropTableRows { table: name.to_owned() }));
+        let drops = (0..self.shard_count).map(|shard| self.ask(shard, DropTableRows { table: name.to_owned() }));
         for result in join_all(drops).await {
             result??;
         }
@@ -611,7 +623,7 @@ impl Engine {
 
     /// Sets a field's type after checking every stored value fits it.
     pub async fn remap_field(&self, table: &str, field: &str, to: FieldType) -> Result<Arc<TableRecord>, CatalogError> {
-        let (tables, storage, shards) = (self.tables.clone(), self.storage.clone(), self.topology.shards);
+        let (tables, storage, shards) = (self.tables.clone(), self.storage.clone(), self.shard_count);
         let (table, field) = (table.to_owned(), field.to_owned());
         tokio::task::spawn_blocking(move || {
             let cf = if table == USERS_TABLE { Cf::Users } else { Cf::Items };
@@ -648,7 +660,7 @@ impl Engine {
 
     /// The number of shards.
     pub fn shard_count(&self) -> u16 {
-        self.topology.shards
+        self.shard_count
     }
 }
 

@@ -52,7 +52,7 @@ impl Engine {
         let Some(claims) = self.claiming.claims.get() else {
             return;
         };
-        let local = &self.topology.nodes[self.node].shards;
+        let current = self.ownership.current();
         let mut seen = HashSet::new();
         let mut wanted = Vec::new();
         for event in events {
@@ -60,7 +60,7 @@ impl Engine {
                 continue;
             };
             let shard = self.shard_of(sid);
-            if local.contains(&shard) || !seen.insert(sid.as_str()) {
+            if current.phases.contains_key(&shard) || !seen.insert(sid.as_str()) {
                 continue;
             }
             if self.board.get(&LiveStateId::Session(sid.clone())).is_some() {

@@ -10,7 +10,7 @@ use super::*;
 use crate::clock::SystemClock;
 use crate::config::{Config, Durability};
 use crate::domain::event::decode_v1;
-use crate::topology::SINGLE_TOML;
+use crate::topology::{Ownership, Topology, SINGLE_TOML};
 use crate::training::Training;
 
 struct TestEngine {
@@ -24,10 +24,10 @@ fn start(dir: &std::path::Path, storage: Option<Storage>) -> TestEngine {
     let storage = storage.unwrap_or_else(|| Storage::open(dir, Durability::Sync).unwrap());
     let topology = Topology::parse(SINGLE_TOML).unwrap();
     let training = Training::start(storage.clone(), topology.shards, config.training.clone()).unwrap();
+    let all: Vec<_> = (0..topology.shards).collect();
     let engine = Engine::start(
         storage.clone(),
-        topology,
-        0,
+        Ownership::new("single", 0, topology, &all),
         Arc::new(SystemClock),
         &config.engine,
         training.clone(),

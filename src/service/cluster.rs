@@ -6,25 +6,26 @@
 //! With one node, everything is local and nothing here costs a thing.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::topology::{Node, ShardId, Topology};
+use crate::topology::{Current, Node, Ownership, Phase, ShardId};
 
 /// Where a key's live state is served.
-#[derive(Debug, Clone, Copy)]
-pub enum Placement<'a> {
-    /// On this node.
+#[derive(Debug, Clone)]
+pub enum Placement {
+    /// On this node (which may still be restoring the shard: see [`Cluster::wait_serving`]).
     Local,
     /// On another node, the owner of `shard`.
-    Remote { node: &'a Node, shard: ShardId },
+    Remote { node: Node, shard: ShardId },
 }
 
 /// This node's view of the cluster.
 pub struct Cluster {
-    topology: Topology,
-    /// This node's index in `topology.nodes`.
-    me: usize,
+    ownership: Arc<Ownership>,
+    /// Whether this node runs in a cluster (its topology file names several nodes).
+    clustered: bool,
     /// Seconds a 503 `shard_unavailable` asks the client to wait.
     pub retry_after_s: u64,
     /// How long a forwarded request may take at most, in ms.
@@ -47,11 +48,12 @@ pub struct ClusterStats {
 }
 
 impl Cluster {
-    /// The cluster of `topology`, seen from node `me`.
-    pub fn new(topology: Topology, me: usize, config: &crate::config::NodeConfig) -> Cluster {
+    /// The cluster as `ownership` says, seen from its node; `clustered` when the node's
+    /// topology file names several nodes.
+    pub fn new(ownership: Arc<Ownership>, clustered: bool, config: &crate::config::NodeConfig) -> Cluster {
         Cluster {
-            topology,
-            me,
+            ownership,
+            clustered,
             retry_after_s: config.retry_after_s,
             forward_timeout_ms: config.forward_timeout_ms,
             connect_timeout_ms: config.connect_timeout_ms,
@@ -61,42 +63,63 @@ impl Cluster {
 
     /// Whether other nodes exist (requests may need forwarding).
     pub fn is_multi_node(&self) -> bool {
-        self.topology.nodes.len() > 1
+        self.clustered
     }
 
-    /// This node.
-    pub fn me(&self) -> &Node {
-        &self.topology.nodes[self.me]
+    /// This node's id.
+    pub fn me(&self) -> &str {
+        self.ownership.me()
     }
 
-    /// The other nodes.
-    pub fn peers(&self) -> impl Iterator<Item = &Node> {
-        let me = self.me;
-        self.topology
+    /// Who owns what now.
+    pub fn ownership(&self) -> &Arc<Ownership> {
+        &self.ownership
+    }
+
+    /// The other nodes of the current topology.
+    pub fn peers(&self) -> Vec<Node> {
+        let current = self.ownership.current();
+        current
+            .topology
             .nodes
             .iter()
-            .enumerate()
-            .filter(move |(index, _)| *index != me)
-            .map(|(_, node)| node)
+            .filter(|node| node.id != self.me())
+            .cloned()
+            .collect()
     }
 
     /// Where the live state of a routing key is served.
-    pub fn place(&self, key: &str) -> Placement<'_> {
+    pub fn place(&self, key: &str) -> Placement {
         if !self.is_multi_node() {
             return Placement::Local;
         }
-        self.place_shard(self.topology.shard_for(key.as_bytes()))
+        let current = self.ownership.current();
+        self.place_in(&current, current.topology.shard_for(key.as_bytes()))
     }
 
     /// Where a shard's live state is served.
-    pub fn place_shard(&self, shard: ShardId) -> Placement<'_> {
-        match self.topology.owner_of(shard) {
-            owner if owner == self.me => Placement::Local,
+    pub fn place_shard(&self, shard: ShardId) -> Placement {
+        self.place_in(&self.ownership.current(), shard)
+    }
+
+    fn place_in(&self, current: &Current, shard: ShardId) -> Placement {
+        match current.owner_of(shard) {
+            owner if owner.id == self.me() => Placement::Local,
             owner => Placement::Remote {
-                node: &self.topology.nodes[owner],
+                node: owner.clone(),
                 shard,
             },
         }
+    }
+
+    /// For a key placed here: waits (until `until`) while its shard is still being
+    /// restored by a move; whether it is served here now.
+    pub async fn wait_serving(&self, key: &str, until: tokio::time::Instant) -> bool {
+        if !self.is_multi_node() {
+            return true;
+        }
+        let shard = self.ownership.current().topology.shard_for(key.as_bytes());
+        self.ownership.wait_serving(shard, until).await
     }
 
     /// Counts a forward and how it ended.
@@ -110,16 +133,25 @@ impl Cluster {
     /// The topology and counters for `/v1/admin/stats`.
     pub fn to_json(&self) -> Value {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        let nodes: Vec<Value> = self
+        let current = self.ownership.current();
+        let nodes: Vec<Value> = current
             .topology
             .nodes
             .iter()
             .map(|node| json!({ "id": node.id, "http": node.http, "shards": node.shards }))
             .collect();
+        let moving: Vec<Value> = current
+            .phases
+            .iter()
+            .filter(|(_, phase)| **phase != Phase::Serving)
+            .map(|(shard, phase)| json!({ "shard": shard, "phase": phase }))
+            .collect();
         json!({
-            "node_id": self.me().id,
-            "shards": self.topology.shards,
-            "local_shards": self.me().shards,
+            "node_id": self.me(),
+            "epoch": current.epoch,
+            "shards": current.topology.shards,
+            "local_shards": self.ownership.serving(),
+            "moves": moving,
             "nodes": nodes,
             "forwarded": get(&self.stats.forwarded),
             "forward_failures": get(&self.stats.forward_failures),

@@ -25,6 +25,7 @@ pub mod embedded_events;
 mod error;
 pub mod events;
 pub mod modules;
+pub mod moves;
 pub mod recommend;
 pub mod search;
 

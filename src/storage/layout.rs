@@ -148,6 +148,45 @@ pub fn stream_offset(shard: ShardId, topic: &str) -> Vec<u8> {
     tagged(shard, b'o', topic)
 }
 
+/// What a `state` key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKey<'a> {
+    Session(&'a str),
+    User(&'a str),
+    Conversation(&'a str),
+    SessionLink(&'a str),
+    Checkpoint,
+    StreamOffset(&'a str),
+}
+
+/// The shard and meaning of a `state` key; `None` for one this layout does not write.
+pub fn parse_state_key(key: &[u8]) -> Option<(ShardId, StateKey<'_>)> {
+    let shard = ShardId::from_be_bytes(key.get(..2)?.try_into().ok()?);
+    let name = std::str::from_utf8(key.get(3..)?).ok()?;
+    let kind = match key.get(2)? {
+        b's' => StateKey::Session(name),
+        b'u' => StateKey::User(name),
+        b'v' => StateKey::Conversation(name),
+        b'l' => StateKey::SessionLink(name),
+        b'c' => StateKey::Checkpoint,
+        b'o' => StateKey::StreamOffset(name),
+        _ => return None,
+    };
+    Some((shard, kind))
+}
+
+/// Every `state` key of `shard` starts with this.
+pub fn state_prefix(shard: ShardId) -> Vec<u8> {
+    with_shard(shard, 0)
+}
+
+/// Every `events` id-index key of `shard` (what dedupes events) starts with this.
+pub fn event_id_prefix(shard: ShardId) -> Vec<u8> {
+    let mut key = with_shard(shard, 1);
+    key.push(ID_TAG);
+    key
+}
+
 fn tagged(shard: ShardId, tag: u8, name: &str) -> Vec<u8> {
     let mut key = with_shard(shard, name.len() + 1);
     key.push(tag);
@@ -171,12 +210,35 @@ pub fn node_secret(node_id: &str) -> Vec<u8> {
     [b"nodesecret/".as_slice(), node_id.as_bytes()].concat()
 }
 
+/// `meta`: the shards whose live state this node holds, with the epoch it got each at
+/// (a cluster's live moves).
+pub const HELD_SHARDS: &[u8] = b"held-shards";
+
 /// Prefix of every API key record in `meta`.
 pub const API_KEY_PREFIX: &[u8] = b"apikey/";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_keys_parse_back() {
+        assert_eq!(
+            parse_state_key(&session_state(3, "s1")),
+            Some((3, StateKey::Session("s1")))
+        );
+        assert_eq!(parse_state_key(&user_state(0, "u")), Some((0, StateKey::User("u"))));
+        assert_eq!(
+            parse_state_key(&session_link(9, "s")),
+            Some((9, StateKey::SessionLink("s")))
+        );
+        assert_eq!(parse_state_key(&checkpoint(2)), Some((2, StateKey::Checkpoint)));
+        assert_eq!(
+            parse_state_key(&stream_offset(1, "t")),
+            Some((1, StateKey::StreamOffset("t")))
+        );
+        assert!(event_id(4, "e1").starts_with(&event_id_prefix(4)));
+    }
 
     #[test]
     fn item_keys_sort_inside_their_table_range() {

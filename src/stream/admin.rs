@@ -34,7 +34,8 @@ pub enum TopicOutcome {
 
 /// Every topic a cluster of `shards` shards needs: the input topics and the REST topic
 /// (one partition per shard), dead letters (likewise), the catalog log (one partition,
-/// compacted) and the live-state changelog (one partition per shard, compacted).
+/// compacted), the live-state changelog (one partition per shard, compacted) and the
+/// topology log (one partition, compacted).
 pub fn cluster_topics(config: &KafkaConfig, shards: u16) -> Vec<TopicSpec> {
     let per_shard = |name: &str, compact| TopicSpec {
         name: name.to_owned(),
@@ -58,6 +59,11 @@ pub fn cluster_topics(config: &KafkaConfig, shards: u16) -> Vec<TopicSpec> {
         compact: true,
     });
     add(per_shard(&config.changelog_topic, true));
+    add(TopicSpec {
+        name: config.topology_topic.clone(),
+        partitions: 1,
+        compact: true,
+    });
     topics
 }
 

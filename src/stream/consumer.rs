@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::error::KafkaResult;
+use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::{mpsc, oneshot};
 
 use super::{client_config, EventProducer, SharedStats, StreamError, ERROR_HEADER, FORMAT_HEADER, INTERNAL_FORMAT};
 use crate::config::{EventFormat, KafkaConfig};
@@ -33,7 +35,7 @@ pub async fn start_consumer(
     engine: Arc<Engine>,
     stats: SharedStats,
     reroute: Option<EventProducer>,
-) -> Result<tokio::task::JoinHandle<()>, StreamError> {
+) -> Result<(tokio::task::JoinHandle<()>, ConsumerControl), StreamError> {
     let consumer: StreamConsumer = client_config(&config)
         .set("group.id", &config.group_id)
         .set("enable.auto.commit", "false")
@@ -45,31 +47,15 @@ pub async fn start_consumer(
     let mut assignment = TopicPartitionList::new();
     for input in &config.inputs {
         check_partitions(&consumer, &input.topic, shard_count).await?;
-        for &shard in &shards {
-            // A stored offset that cannot be read stops the start: rewinding would
-            // consume the partition again from its beginning.
-            let stored = engine.stream_offset(shard, &input.topic).map_err(|error| {
-                StreamError::Setup(format!(
-                    "reading the stored offset of {} for shard {shard}: {error}",
-                    input.topic
-                ))
-            })?;
-            let offset = match stored {
-                Some(next) => Offset::Offset(next),
-                // A partition never read starts at its beginning: nothing is skipped.
-                None => Offset::Beginning,
-            };
-            stats
-                .positions
-                .lock()
-                .insert((input.topic.clone(), i32::from(shard)), stored.unwrap_or(0));
-            assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
-        }
+    }
+    for &shard in &shards {
+        add_partitions(&mut assignment, &config, &engine, &stats, shard)?;
     }
     consumer.assign(&assignment)?;
     tracing::info!(partitions = assignment.count(), "kafka consumer assigned");
     let consumer = Arc::new(consumer);
     let lag = watch_lag(consumer.clone(), stats.clone());
+    let (commands, control) = mpsc::channel(16);
     let work = consume(
         consumer,
         dead_letters,
@@ -81,10 +67,80 @@ pub async fn start_consumer(
         engine,
         stats,
         reroute,
+        control,
     );
-    Ok(tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         tokio::join!(work, lag);
-    }))
+    });
+    Ok((task, ConsumerControl { commands }))
+}
+
+/// Adds shard `shard`'s partition of every input topic to `assignment`, from the offset
+/// stored with the shard's state (a partition never read: from its beginning).
+fn add_partitions(
+    assignment: &mut TopicPartitionList,
+    config: &KafkaConfig,
+    engine: &Engine,
+    stats: &SharedStats,
+    shard: ShardId,
+) -> Result<(), StreamError> {
+    for input in &config.inputs {
+        // A stored offset that cannot be read stops the start: rewinding would
+        // consume the partition again from its beginning.
+        let stored = engine.stream_offset(shard, &input.topic).map_err(|error| {
+            StreamError::Setup(format!(
+                "reading the stored offset of {} for shard {shard}: {error}",
+                input.topic
+            ))
+        })?;
+        let offset = match stored {
+            Some(next) => Offset::Offset(next),
+            // A partition never read starts at its beginning: nothing is skipped.
+            None => Offset::Beginning,
+        };
+        stats
+            .positions
+            .lock()
+            .insert((input.topic.clone(), i32::from(shard)), stored.unwrap_or(0));
+        assignment.add_partition_offset(&input.topic, i32::from(shard), offset)?;
+    }
+    Ok(())
+}
+
+/// Moves shards in and out of a running consumer (live shard moves).
+#[derive(Clone)]
+pub struct ConsumerControl {
+    commands: mpsc::Sender<Command>,
+}
+
+enum Command {
+    /// Stop consuming the shard's partitions once the batch in hand is applied and its
+    /// offsets stored.
+    Release(ShardId, oneshot::Sender<()>),
+    /// Consume the shard's partitions from the offsets stored with its state.
+    Acquire(ShardId, oneshot::Sender<Result<(), StreamError>>),
+}
+
+impl ConsumerControl {
+    /// Returns once nothing more of `shard` is consumed here and its offsets are stored.
+    pub async fn release(&self, shard: ShardId) {
+        let (done, released) = oneshot::channel();
+        if self.commands.send(Command::Release(shard, done)).await.is_ok() {
+            let _ = released.await;
+        }
+    }
+
+    /// Starts consuming `shard` from the offsets stored with its state.
+    pub async fn acquire(&self, shard: ShardId) -> Result<(), StreamError> {
+        let (done, acquired) = oneshot::channel();
+        self.commands
+            .send(Command::Acquire(shard, done))
+            .await
+            .map_err(|_| StreamError::Setup("the consumer stopped".into()))?;
+        acquired
+            .await
+            .map_err(|_| StreamError::Setup("the consumer stopped".into()))?
+    }
 }
 
 /// Which shards are this node's.
@@ -107,13 +163,31 @@ async fn consume(
     engine: Arc<Engine>,
     stats: SharedStats,
     reroute_to: Option<EventProducer>,
+    mut commands: mpsc::Receiver<Command>,
 ) {
+    let mut placement = placement;
     let shard_count = placement.shard_count;
     let formats: HashMap<String, EventFormat> = config.inputs.iter().map(|i| (i.topic.clone(), i.format)).collect();
     let batch_wait = Duration::from_millis(config.batch_wait_ms);
     let mut offsets_in_flight = None;
     loop {
-        let batch = next_batch(&consumer, config.max_batch, batch_wait, &stats).await;
+        let first = tokio::select! {
+            command = commands.recv() => {
+                let Some(command) = command else { return };
+                // The batch before is applied; its offsets must be stored before a
+                // released shard's offsets are handed on.
+                if let Some(previous) = offsets_in_flight.take() {
+                    let _ = previous.await;
+                }
+                obey(command, &consumer, &config, &engine, &stats, &mut placement);
+                continue;
+            }
+            first = consumer.recv() => first,
+        };
+        let batch = next_batch(first, &consumer, config.max_batch, batch_wait, &stats).await;
+        if batch.is_empty() {
+            continue;
+        }
         stats.consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
         let mut events = Vec::with_capacity(batch.len());
         let mut reroute = Vec::new();
@@ -121,6 +195,10 @@ async fn consume(
         for message in &batch {
             let format = formats.get(message.topic()).copied().unwrap_or(EventFormat::Event);
             let partition = message.partition() as ShardId;
+            // Fetched before its shard was released: its new owner reads it.
+            if !placement.is_local(partition) {
+                continue;
+            }
             next_offsets.insert((message.topic().to_owned(), message.partition()), message.offset() + 1);
             match decode(message, format) {
                 Ok(event) => {
@@ -190,17 +268,57 @@ async fn watch_lag(consumer: Arc<StreamConsumer>, stats: SharedStats) {
     }
 }
 
-/// Waits for one message, then takes what else arrives within `wait`.
-async fn next_batch(consumer: &StreamConsumer, max: usize, wait: Duration, stats: &SharedStats) -> Vec<OwnedMessage> {
-    let mut batch = Vec::new();
-    while batch.is_empty() {
-        match consumer.recv().await {
-            Ok(message) => batch.push(message.detach()),
-            Err(error) => {
-                stats.consume_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%error, "kafka consume failed; retrying");
-                tokio::time::sleep(RETRY_PAUSE).await;
+/// Carries out a move's command between two batches.
+fn obey(
+    command: Command,
+    consumer: &StreamConsumer,
+    config: &KafkaConfig,
+    engine: &Engine,
+    stats: &SharedStats,
+    placement: &mut Placement,
+) {
+    match command {
+        Command::Release(shard, done) => {
+            placement.local.retain(|&local| local != shard);
+            let mut partitions = TopicPartitionList::new();
+            for input in &config.inputs {
+                partitions.add_partition(&input.topic, i32::from(shard));
+                stats.positions.lock().remove(&(input.topic.clone(), i32::from(shard)));
+                stats.lag.lock().remove(&(input.topic.clone(), i32::from(shard)));
             }
+            if let Err(error) = consumer.incremental_unassign(&partitions) {
+                tracing::warn!(%error, shard, "unassigning a released shard's partitions failed; its messages are skipped");
+            }
+            let _ = done.send(());
+        }
+        Command::Acquire(shard, done) => {
+            let mut partitions = TopicPartitionList::new();
+            let acquired = add_partitions(&mut partitions, config, engine, stats, shard)
+                .and_then(|()| Ok(consumer.incremental_assign(&partitions)?));
+            if acquired.is_ok() && !placement.is_local(shard) {
+                placement.local.push(shard);
+            }
+            let _ = done.send(acquired);
+        }
+    }
+}
+
+/// With the first message (or the error) received, takes what else arrives within `wait`.
+async fn next_batch(
+    first: KafkaResult<BorrowedMessage<'_>>,
+    consumer: &StreamConsumer,
+    max: usize,
+    wait: Duration,
+    stats: &SharedStats,
+) -> Vec<OwnedMessage> {
+    let mut batch = Vec::new();
+    match first {
+        Ok(message) => batch.push(message.detach()),
+        Err(error) => {
+            stats.consume_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%error, "kafka consume failed; retrying");
+            tokio::time::sleep(RETRY_PAUSE).await;
+            return batch;
         }
     }
     while batch.len() < max {

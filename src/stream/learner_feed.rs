@@ -15,6 +15,7 @@ use std::time::Duration;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::mpsc;
 
 use super::consumer::decode;
 use super::{client_config, SharedStats, StreamError};
@@ -79,7 +80,7 @@ pub fn follow_other_partitions(
     engine: Arc<Engine>,
     learner: Arc<Training>,
     stats: SharedStats,
-) -> Result<tokio::task::JoinHandle<()>, StreamError> {
+) -> Result<(tokio::task::JoinHandle<()>, FeedControl), StreamError> {
     let consumer: StreamConsumer = client_config(config)
         .set("group.id", format!("{}-learner", config.group_id))
         .set("enable.auto.commit", "false")
@@ -87,7 +88,8 @@ pub fn follow_other_partitions(
         .set("auto.offset.reset", "earliest")
         .set("fetch.wait.max.ms", FETCH_WAIT_MS)
         .create()?;
-    let others: Vec<ShardId> = (0..shard_count).filter(|shard| !local.contains(shard)).collect();
+    let mut others: Vec<ShardId> = (0..shard_count).filter(|shard| !local.contains(shard)).collect();
+    let (control, mut commands) = mpsc::unbounded_channel();
     let topics: Vec<String> = config.inputs.iter().map(|input| input.topic.clone()).collect();
     let mut rebuilds = learner.rebuilds();
     assign(&consumer, &topics, &others, shard_count, &learner, false)?;
@@ -98,8 +100,11 @@ pub fn follow_other_partitions(
         .map(|(index, input)| (input.topic.clone(), (index, input.format)))
         .collect();
     let max_batch = config.max_batch;
-    Ok(tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         loop {
+            while let Ok(command) = commands.try_recv() {
+                obey(command, &consumer, &topics, &mut others, shard_count, &learner);
+            }
             // A rebuild relearned this node's own log only: read the others again from
             // where the rebuilt models stop (their start).
             // (What the feed handed over between the swap and now counts twice.)
@@ -141,6 +146,10 @@ pub fn follow_other_partitions(
                     continue;
                 };
                 let partition = message.partition() as ShardId;
+                // Fetched before its shard came to this node: its log learns it.
+                if !others.contains(&partition) {
+                    continue;
+                }
                 // The owner dead-letters what does not decode; an event keyed to a
                 // third shard is learned where it is produced again.
                 let Ok(event) = decode(message, format) else { continue };
@@ -159,5 +168,68 @@ pub fn follow_other_partitions(
                 learner.observe(learn).await;
             }
         }
-    }))
+    });
+    Ok((task, FeedControl { commands: control }))
+}
+
+/// Moves shards in and out of the feed (live shard moves): a shard this node stops
+/// serving is learned from its partitions again, one it starts serving from its log.
+#[derive(Clone)]
+pub struct FeedControl {
+    commands: mpsc::UnboundedSender<FeedCommand>,
+}
+
+enum FeedCommand {
+    /// Learn the shard's partitions from these next offsets (per input topic) on, or
+    /// from where the models stop if that is later.
+    Add(ShardId, Vec<(String, i64)>),
+    Remove(ShardId),
+}
+
+impl FeedControl {
+    pub fn add(&self, shard: ShardId, next_offsets: Vec<(String, i64)>) {
+        let _ = self.commands.send(FeedCommand::Add(shard, next_offsets));
+    }
+
+    pub fn remove(&self, shard: ShardId) {
+        let _ = self.commands.send(FeedCommand::Remove(shard));
+    }
+}
+
+fn obey(
+    command: FeedCommand,
+    consumer: &StreamConsumer,
+    topics: &[String],
+    others: &mut Vec<ShardId>,
+    shard_count: u16,
+    learner: &Training,
+) {
+    let mut partitions = TopicPartitionList::new();
+    let changed = match command {
+        FeedCommand::Add(shard, next_offsets) => {
+            let learned = &learner.latest().applied;
+            for (topic_index, topic) in topics.iter().enumerate() {
+                let given = next_offsets
+                    .iter()
+                    .find(|(name, _)| name == topic)
+                    .map_or(0, |(_, next)| *next);
+                let known = learned
+                    .get(&learner_source(topic_index, shard, shard_count))
+                    .map_or(0, |&next| next as i64);
+                let _ = partitions.add_partition_offset(topic, i32::from(shard), Offset::Offset(given.max(known)));
+            }
+            others.push(shard);
+            consumer.incremental_assign(&partitions)
+        }
+        FeedCommand::Remove(shard) => {
+            for topic in topics {
+                partitions.add_partition(topic, i32::from(shard));
+            }
+            others.retain(|&other| other != shard);
+            consumer.incremental_unassign(&partitions)
+        }
+    };
+    if let Err(error) = changed {
+        tracing::warn!(%error, "changing the partitions the learner reads failed");
+    }
 }

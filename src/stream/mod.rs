@@ -6,9 +6,11 @@
 
 pub mod admin;
 pub mod catalog_log;
+pub mod changelog;
 mod consumer;
 pub mod learner_feed;
 mod producer;
+pub mod topology_log;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,8 +19,8 @@ use std::sync::Arc;
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 
-pub use consumer::start_consumer;
-pub use producer::EventProducer;
+pub use consumer::{start_consumer, ConsumerControl};
+pub use producer::{EventProducer, Producer};
 
 use crate::config::KafkaConfig;
 

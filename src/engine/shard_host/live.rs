@@ -5,12 +5,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, WrapFuture};
+use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, ResponseFuture, WrapFuture};
+use futures::future::join_all;
 use lru::LruCache;
 use tokio::sync::oneshot;
 
 use super::super::live_actor::{load_state, KeyMessage, LiveActor, LiveKind, Outlets, Session, User};
-use super::messages::AdoptSession;
+use super::messages::{AdoptSession, PassivateKeys};
 use super::{decode_logged, ShardHost};
 use crate::domain::live_state::{DecayParams, LiveState};
 use crate::storage::{layout, Cf, StorageError};
@@ -101,7 +102,9 @@ impl ShardHost {
         }
         if let KeyMessage::Wipe(reply) = message {
             match registry.live.pop(&key) {
-                Some(live) => self.stop::<K>(context, key, live.addr, StopReason::Wipe(reply)),
+                Some(live) => {
+                    let _ = self.stop::<K>(context, key, live.addr, StopReason::Wipe(reply));
+                }
                 None => {
                     let _ = reply.send(self.wipe_stored::<K>(&key));
                 }
@@ -240,14 +243,16 @@ impl ShardHost {
     }
 
     /// Stops a key's actor (passivation or wipe); its key's messages wait meanwhile.
-    /// An actor that could not persist (or delete) its state stays live.
+    /// An actor that could not persist (or delete) its state stays live. The receiver
+    /// is told once the actor stopped (or stayed).
     fn stop<K: Hosted>(
         &mut self,
         context: &mut Context<Self>,
         key: String,
         addr: Addr<LiveActor<K>>,
         reason: StopReason,
-    ) {
+    ) -> oneshot::Receiver<()> {
+        let (told, done) = oneshot::channel();
         K::registry(self).stopping.insert(key.clone(), Vec::new());
         let stopped: futures::future::BoxFuture<'static, bool> = match reason {
             StopReason::Passivate => {
@@ -275,7 +280,9 @@ impl ShardHost {
             for message in held {
                 host.deliver::<K>(context, key.clone(), message);
             }
+            let _ = told.send(());
         }));
+        done
     }
 
     /// Passivates least recently used actors while the shard holds too many.
@@ -294,8 +301,25 @@ impl ShardHost {
 
     fn passivate_lru<K: Hosted>(&mut self, context: &mut Context<Self>) {
         if let Some((key, live)) = K::registry(self).live.pop_lru() {
-            self.stop::<K>(context, key, live.addr, StopReason::Passivate);
+            let _ = self.stop::<K>(context, key, live.addr, StopReason::Passivate);
         }
+    }
+
+    /// Passivates the live actors of `keys` (every one when `None`); the receivers are
+    /// told once each stopped.
+    fn passivate_keys<K: Hosted>(
+        &mut self,
+        context: &mut Context<Self>,
+        keys: Option<Vec<String>>,
+    ) -> Vec<oneshot::Receiver<()>> {
+        let keys = keys.unwrap_or_else(|| K::registry(self).live.iter().map(|(key, _)| key.clone()).collect());
+        let mut stopped = Vec::new();
+        for key in keys {
+            if let Some(live) = K::registry(self).live.pop(&key) {
+                stopped.push(self.stop::<K>(context, key, live.addr, StopReason::Passivate));
+            }
+        }
+        stopped
     }
 
     /// Passivates actors idle longer than their TTL.
@@ -308,6 +332,21 @@ impl ShardHost {
         {
             self.passivate_lru::<K>(context);
         }
+    }
+}
+
+impl Handler<PassivateKeys> for ShardHost {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, PassivateKeys { sessions }: PassivateKeys, context: &mut Context<Self>) -> Self::Result {
+        let mut stopped = Vec::new();
+        if sessions.is_none() {
+            stopped.extend(self.passivate_keys::<User>(context, None));
+        }
+        stopped.extend(self.passivate_keys::<Session>(context, sessions));
+        Box::pin(async move {
+            join_all(stopped).await;
+        })
     }
 }
 

@@ -42,6 +42,34 @@ pub struct AdoptSession {
     pub state: Box<LiveState>,
 }
 
+/// A live move: persists and stops the live actors of these sessions, or every live
+/// actor of the shard when `None`; answers once they stopped.
+pub struct PassivateKeys {
+    pub sessions: Option<Vec<String>>,
+}
+
+impl Message for PassivateKeys {
+    type Result = ();
+}
+
+/// A live move: the shard's log continues here after `next_seq` (the sequence the
+/// previous owner would have given next), and nothing of the log before is replayed;
+/// answers the new checkpoint mark.
+pub struct TakeOver {
+    pub next_seq: u64,
+}
+
+impl Message for TakeOver {
+    type Result = u64;
+}
+
+/// The sequence the shard's log gives next.
+pub struct NextSeq;
+
+impl Message for NextSeq {
+    type Result = u64;
+}
+
 /// What a reader makes of a state.
 pub type Projection<R> = Box<dyn FnOnce(&LiveState) -> R + Send>;
 

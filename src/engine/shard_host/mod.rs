@@ -46,7 +46,10 @@ use crate::domain::live_state::DecayParams;
 use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::ShardId;
 use live::Registry;
-pub use messages::{AdoptSession, CheckpointMark, CheckpointPersist, Ingest, Projection, ReadState, Replay, Wipe};
+pub use messages::{
+    AdoptSession, CheckpointMark, CheckpointPersist, Ingest, NextSeq, PassivateKeys, Projection, ReadState, Replay,
+    TakeOver, Wipe,
+};
 
 pub use router::HostRouter;
 

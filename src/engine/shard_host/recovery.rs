@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 
 use super::super::live_actor::{completion, KeyMessage};
 use super::super::LiveStateError;
-use super::messages::{CheckpointMark, CheckpointPersist, Replay};
+use super::messages::{CheckpointMark, CheckpointPersist, NextSeq, Replay, TakeOver};
 use super::{decode_logged, ShardHost};
 use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::ShardId;
@@ -67,6 +67,24 @@ impl Handler<CheckpointMark> for ShardHost {
     type Result = MessageResult<CheckpointMark>;
 
     fn handle(&mut self, _: CheckpointMark, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.last_applied)
+    }
+}
+
+impl Handler<NextSeq> for ShardHost {
+    type Result = MessageResult<NextSeq>;
+
+    fn handle(&mut self, _: NextSeq, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.next_seq)
+    }
+}
+
+impl Handler<TakeOver> for ShardHost {
+    type Result = MessageResult<TakeOver>;
+
+    fn handle(&mut self, TakeOver { next_seq }: TakeOver, _: &mut Context<Self>) -> Self::Result {
+        self.next_seq = self.next_seq.max(next_seq);
+        self.last_applied = self.next_seq - 1;
         MessageResult(self.last_applied)
     }
 }

@@ -1,0 +1,120 @@
+//! The topology log of a cluster: `rankstream cluster apply` publishes each new
+//! topology with the next epoch to a one-partition compacted topic, and every node
+//! reads the latest at start and then follows it. A node's topology file is epoch 0:
+//! what a cluster starts with before any `apply`.
+
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::producer::FutureRecord;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use super::producer::Producer;
+use super::{client_config, StreamError};
+use crate::config::KafkaConfig;
+
+/// How long a metadata or offsets request may take.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The message key of every topology (compaction keeps the latest).
+const KEY: &str = "topology";
+
+/// A topology as published, with its epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    pub epoch: u64,
+    /// The topology file's text.
+    pub text: String,
+}
+
+/// Publishes `applied` and waits for the broker's acknowledgement.
+pub async fn publish(config: &KafkaConfig, applied: &Applied) -> Result<(), StreamError> {
+    let producer = Producer::new(config, &[])?;
+    let payload = serde_json::to_vec(applied).expect("a topology serializes");
+    let record = FutureRecord::to(&config.topology_topic)
+        .key(KEY)
+        .payload(&payload)
+        .partition(0);
+    Ok(producer.send(record).await?)
+}
+
+/// The latest published topology and the offset after it; `None` when nothing was
+/// published (or the topic does not exist: a cluster made before `apply` existed).
+pub fn latest(config: &KafkaConfig) -> Result<(Option<Applied>, i64), StreamError> {
+    let consumer: BaseConsumer = client_config(config)
+        .set("group.id", format!("{}-topology", config.group_id))
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let topic = &config.topology_topic;
+    let metadata = consumer.fetch_metadata(Some(topic), BROKER_TIMEOUT)?;
+    if metadata.topics().first().map_or(0, |t| t.partitions().len()) == 0 {
+        return Ok((None, 0));
+    }
+    let (low, high) = consumer.fetch_watermarks(topic, 0, BROKER_TIMEOUT)?;
+    if high <= low {
+        return Ok((None, high));
+    }
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset(topic, 0, Offset::Offset(low))?;
+    consumer.assign(&assignment)?;
+    let mut latest: Option<Applied> = None;
+    let deadline = std::time::Instant::now() + BROKER_TIMEOUT;
+    let mut next = low;
+    while next < high {
+        if std::time::Instant::now() > deadline {
+            return Err(StreamError::Setup(format!(
+                "reading the topology topic {topic:?} timed out"
+            )));
+        }
+        let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let message = message?;
+        next = message.offset() + 1;
+        if let Some(applied) = decode(message.payload()) {
+            if latest.as_ref().is_none_or(|known| applied.epoch > known.epoch) {
+                latest = Some(applied);
+            }
+        }
+    }
+    Ok((latest, high))
+}
+
+/// Sends every topology published from `offset` on, in order, until the receiver goes.
+pub fn follow(config: &KafkaConfig, offset: i64) -> Result<mpsc::UnboundedReceiver<Applied>, StreamError> {
+    let consumer: StreamConsumer = client_config(config)
+        .set("group.id", format!("{}-topology", config.group_id))
+        .set("enable.auto.commit", "false")
+        .set("fetch.wait.max.ms", "100")
+        .create()?;
+    let mut assignment = TopicPartitionList::new();
+    assignment.add_partition_offset(&config.topology_topic, 0, Offset::Offset(offset))?;
+    consumer.assign(&assignment)?;
+    let (sender, receiver) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let message = match consumer.recv().await {
+                Ok(message) => message.detach(),
+                Err(error) => {
+                    tracing::warn!(%error, "reading the topology log failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
+            let Some(applied) = decode(message.payload()) else {
+                tracing::warn!(offset = message.offset(), "an undecodable topology message is skipped");
+                continue;
+            };
+            if sender.send(applied).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(receiver)
+}
+
+fn decode(payload: Option<&[u8]>) -> Option<Applied> {
+    serde_json::from_slice(payload?).ok()
+}
