@@ -54,10 +54,6 @@ impl Engine {
             .send(PassivateKeys { sessions: None })
             .await
             .map_err(mailbox_error)?;
-        let stays_here = |uid: &str| {
-            let current = self.ownership.current();
-            current.owner_of(self.shard_of(uid)).id == self.ownership.me()
-        };
         let mut export = ShardExport::default();
         let mut linked = std::collections::HashSet::new();
         let mut entries = Vec::new();
@@ -73,8 +69,10 @@ impl Engine {
                 None | Some((_, StateKey::Checkpoint)) => continue,
                 Some((_, StateKey::Session(sid))) if linked.contains(sid) => continue,
                 Some((_, StateKey::Session(sid))) => match decode(sid, &value)?.uid {
-                    // The user's node keeps the session; the next owner links to it.
-                    Some(uid) if self.shard_of(&uid) != shard && stays_here(&uid) => {
+                    // A session lives with its user: it stays here with a user of a shard
+                    // this node keeps, or goes with the user's shard when that moves (see
+                    // `session_copies_of`); the next owner links to the user.
+                    Some(uid) if self.shard_of(&uid) != shard => {
                         export.state.push((layout::session_link(shard, sid), uid.into_bytes()));
                     }
                     _ => export.state.push((key, value)),
@@ -141,7 +139,9 @@ impl Engine {
         let mut ops = vec![held_op(held)];
         for (key, value) in &export.state {
             match layout::parse_state_key(key) {
-                Some((owner, StateKey::Session(sid))) if owner != shard && self.ownership.is_serving(owner) => {
+                Some((owner, StateKey::Session(sid)))
+                    if owner != shard && self.ownership.current().phases.contains_key(&owner) =>
+                {
                     if let Ok(state) = decode(sid, value) {
                         if let Some(uid) = state.uid {
                             ops.push(Op::Put {
@@ -185,7 +185,10 @@ impl Engine {
             let (key, value) = entry?;
             let stale = match layout::parse_state_key(&key) {
                 Some((_, StateKey::Session(sid))) => match decode(sid, &value) {
-                    Ok(LiveState { uid: Some(uid), .. }) => !self.ownership.is_serving(self.shard_of(&uid)),
+                    // A session of a user this node serves or is taking over stays.
+                    Ok(LiveState { uid: Some(uid), .. }) => {
+                        !self.ownership.current().phases.contains_key(&self.shard_of(&uid))
+                    }
                     _ => true,
                 },
                 Some((_, StateKey::Checkpoint)) | None => false,

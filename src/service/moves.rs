@@ -2,7 +2,8 @@
 //! hands off the shards the new topology takes from it and takes over those it gives
 //! it. Epochs are worked through in order; within one, every release goes first
 //! (a release never waits for another node), then every take-over; different shards
-//! move in parallel, and shards that do not move are never paused.
+//! are taken over in parallel (hand-offs go one by one: see `settle`), and shards
+//! that do not move are never paused.
 //!
 //! Hand-off of shard `s` by its old owner:
 //! 1. its consumer stops reading `s` once the batch in hand is applied and its
@@ -120,7 +121,11 @@ impl Mover {
             .map(|(&shard, _)| shard)
             .collect();
         let epoch = current.epoch;
-        join_all(releases.iter().map(|&shard| self.release(shard, epoch))).await;
+        // One hand-off at a time: a session that goes with its user's shard leaves a
+        // link in its sid's shard, which must not be handed off meanwhile.
+        for shard in releases {
+            self.release(shard, epoch).await;
+        }
         join_all(restores.iter().map(|&shard| self.restore(shard, epoch))).await;
     }
 

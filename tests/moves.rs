@@ -1,0 +1,276 @@
+//! Live shard moves (README "Cluster", `rankstream cluster apply`): while events stream
+//! in through every node's REST API and straight into Kafka, and recommend requests
+//! run against every node, the cluster's topology changes several times in a row (a
+//! node joins, a node is drained, shards are rebalanced and moved back). Afterwards
+//! every user's and session's state equals a single node's that applied the same
+//! events: nothing acknowledged lost, nothing applied twice, and no request got a 500.
+
+#[path = "common/cluster.rs"]
+mod cluster_support;
+mod common;
+#[path = "common/kafka.rs"]
+mod kafka_support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cluster_support::Cluster;
+use common::{assert_same_state, assert_status, event, json, poll_until, TestServer, Value};
+use kafka_support::EVENTS_TOPIC;
+
+const USERS: usize = 400;
+const ITEMS: usize = 30;
+/// Threads posting events; the last one produces straight to Kafka.
+const WRITERS: usize = 4;
+
+fn item(n: usize) -> String {
+    format!("p{n}")
+}
+
+/// The `n`-th event of user `u`.
+fn user_event(u: usize, n: usize) -> Value {
+    let fields = json!({"id": format!("mv-{u}-{n}"), "uid": format!("u{u}"), "sid": format!("s{u}"),
+                        "item_id": item((u * 7 + n * 3) % ITEMS)});
+    let mut body = match n % 2 {
+        0 => event("page_view", json!({"page_type": "product"})),
+        _ => event("click", json!({"click_type": "tile"})),
+    };
+    body.as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    body
+}
+
+/// What a writer did: each user's events in the order they were acknowledged, and
+/// the statuses its requests got.
+#[derive(Default)]
+struct Written {
+    events: BTreeMap<usize, Vec<Value>>,
+    statuses: BTreeMap<String, u64>,
+}
+
+/// Writer `w` posts events of its users (round robin) until `stop`, each until it is
+/// acknowledged (retrying on 503), to the nodes in turn, and asks every node for a
+/// recommendation now and then; the last writer produces to Kafka instead.
+fn writer(
+    w: usize,
+    urls: Vec<String>,
+    key: String,
+    producer: Option<kafka_support::Producer>,
+    stop: Arc<AtomicBool>,
+) -> Written {
+    let client = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let users: Vec<usize> = (w..USERS).step_by(WRITERS).collect();
+    let mut written = Written::default();
+    let count = |written: &mut Written, what: &str| *written.statuses.entry(what.to_owned()).or_default() += 1;
+    let mut turn = 0usize;
+    let mut n = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for &u in &users {
+            let body = user_event(u, n);
+            match &producer {
+                Some(producer) => {
+                    producer.send_json(EVENTS_TOPIC, &format!("u{u}"), &body);
+                    count(&mut written, "kafka");
+                }
+                None => loop {
+                    turn += 1;
+                    let url = &urls[turn % urls.len()];
+                    let reply = client
+                        .post(format!("{url}/v1/events"))
+                        .bearer_auth(&key)
+                        .json(&body)
+                        .send();
+                    let status = reply.map(|reply| reply.status().as_u16()).unwrap_or(0);
+                    count(&mut written, &format!("events {status}"));
+                    match status {
+                        202 => break,
+                        503 | 0 => thread::sleep(Duration::from_millis(20)),
+                        other => panic!("event {body}: status {other}"),
+                    }
+                },
+            }
+            written.events.entry(u).or_default().push(body);
+            if u % 10 == 0 {
+                let url = &urls[turn % urls.len()];
+                let request = json!({"model_id": "default", "user_id": format!("u{u}"), "session_id": format!("s{u}"),
+                                     "item_ids": (0..ITEMS).map(item).collect::<Vec<_>>()});
+                let reply = client
+                    .post(format!("{url}/v1/recommend"))
+                    .bearer_auth(&key)
+                    .json(&request)
+                    .send();
+                let status = reply.map(|reply| reply.status().as_u16()).unwrap_or(0);
+                count(&mut written, &format!("recommend {status}"));
+            }
+        }
+        n += 1;
+    }
+    written
+}
+
+/// Waits until every running node follows `epoch` with no move in progress and every
+/// shard is served by exactly one node.
+fn wait_settled(cluster: &Cluster, epoch: u64) {
+    poll_until(Duration::from_secs(120), "the moves to finish", || {
+        let mut served = Vec::new();
+        for node in &cluster.nodes {
+            let (status, stats) = node.admin_get("/v1/admin/stats");
+            let view = &stats["cluster"];
+            if status != 200 || view["epoch"] != epoch || view["moves"] != json!([]) {
+                return Err(format!("{}: {status} {view}", node.base_url));
+            }
+            served.extend(
+                view["local_shards"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_u64().unwrap()),
+            );
+        }
+        served.sort_unstable();
+        match served == (0..u64::from(cluster_support::SHARDS)).collect::<Vec<_>>() {
+            true => Ok(()),
+            false => Err(format!("shards served: {served:?}")),
+        }
+    });
+}
+
+#[test]
+fn shards_move_live_under_load_and_nothing_is_lost_or_doubled() {
+    let layout = [("a", "0-7"), ("b", "8-15"), ("c", "16-23")];
+    let mut cluster = Cluster::start(&layout);
+    let single = TestServer::start_with_env(&[
+        ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
+        ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
+    ]);
+    let items: Vec<Value> = (0..ITEMS)
+        .map(|n| json!({"id": item(n), "title": format!("Item {n}"), "price": n as f64 + 0.5, "groups": [format!("g{}", n % 4)]}))
+        .collect();
+    assert_status(
+        &cluster.nodes[0].admin_put("/v1/catalog/items", json!(items)),
+        200,
+        "catalog",
+    );
+    assert_status(
+        &single.admin_put("/v1/catalog/items", json!(items)),
+        200,
+        "catalog on one node",
+    );
+
+    // The topologies, in order: d joins, a is drained, a rebalance, and back.
+    let changes: Vec<Vec<(&str, &str)>> = vec![
+        vec![("a", "0-5"), ("b", "8-13"), ("c", "16-21"), ("d", "6-7,14-15,22-23")],
+        vec![("b", "0-3,8-13"), ("c", "4-7,16-21"), ("d", "14-15,22-23")],
+        vec![("b", "0-7"), ("c", "8-15"), ("d", "16-23")],
+        vec![("a", "0-7"), ("b", "8-15"), ("c", "16-23")],
+    ];
+    let files: Vec<tempfile::NamedTempFile> = changes
+        .iter()
+        .map(|layout| {
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), cluster.topology_text(layout)).unwrap();
+            file
+        })
+        .collect();
+    // Node d starts before it is named by the cluster's topology: it owns nothing yet.
+    let d = cluster.start_node("d", files[0].path());
+    cluster.nodes.push(d);
+    wait_settled(&cluster, 1);
+    for node in &cluster.nodes {
+        poll_until(Duration::from_secs(20), "the catalog on every node", || {
+            match node
+                .admin_get(&format!("/v1/catalog/item/items/{}", item(ITEMS - 1)))
+                .0
+                .as_u16()
+            {
+                200 => Ok(()),
+                status => Err(status.to_string()),
+            }
+        });
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let urls: Vec<String> = cluster.nodes.iter().map(|node| node.base_url.clone()).collect();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let producer = (w == WRITERS - 1).then(|| cluster.broker.producer());
+            let (urls, key, stop) = (urls.clone(), cluster.admin_key.clone(), stop.clone());
+            thread::spawn(move || writer(w, urls, key, producer, stop))
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(2));
+    let mut durations = Vec::new();
+    for (index, file) in files.iter().enumerate() {
+        let epoch = index as u64 + 2;
+        let started = Instant::now();
+        let applied = cluster.cli(&["apply"], file.path());
+        assert!(applied.contains(&format!("applied epoch {epoch}")), "{applied}");
+        cluster.topology =
+            rankstream::topology::Topology::parse(&std::fs::read_to_string(file.path()).unwrap()).unwrap();
+        wait_settled(&cluster, epoch);
+        durations.push(started.elapsed());
+        thread::sleep(Duration::from_secs(1));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut events: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
+    let mut statuses: BTreeMap<String, u64> = BTreeMap::new();
+    for writer in writers {
+        let written = writer.join().expect("a writer panicked");
+        events.extend(written.events);
+        for (what, count) in written.statuses {
+            *statuses.entry(what).or_default() += count;
+        }
+    }
+    let acknowledged: usize = events.values().map(Vec::len).sum();
+    eprintln!("moves: {durations:?}; {acknowledged} events acknowledged; statuses {statuses:?}");
+    assert!(
+        statuses.keys().all(|what| !what.ends_with(" 500")),
+        "no request got a 500: {statuses:?}"
+    );
+    assert!(acknowledged > 1_000, "the load ran: {acknowledged} events");
+
+    // The same events, user by user in the order they were acknowledged, on one node.
+    for user_events in events.values() {
+        for batch in user_events.chunks(200) {
+            assert_status(&single.ingest(json!({ "events": batch })), 202, "events on one node");
+        }
+    }
+    for (&u, user_events) in &events {
+        let uid = format!("u{u}");
+        let expected = single.user_state(&uid);
+        assert_eq!(expected["event_count"], user_events.len(), "{expected}");
+        let node = &cluster.nodes[u % cluster.nodes.len()];
+        let got = poll_until(Duration::from_secs(30), "every event of the user applied", || {
+            let got = node.user_state(&uid);
+            match got["event_count"] == expected["event_count"] {
+                true => Ok(got),
+                false => Err(got.to_string()),
+            }
+        });
+        assert_same_state(&expected, &got, &format!("{uid} after the moves"));
+        let ids: Vec<&Value> = got["event_ids"].as_array().unwrap().iter().collect();
+        let mut unique = ids.clone();
+        unique.sort_by_key(|id| id.to_string());
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len(), "{uid}: an event applied twice");
+        let sid = format!("s{u}");
+        assert_same_state(
+            &single.session_state(&sid),
+            &node.session_state(&sid),
+            &format!("{sid} after the moves"),
+        );
+    }
+    let status = cluster.cli(&["status"], files[3].path());
+    assert!(
+        status.contains("epoch 5") && status.contains("none in progress"),
+        "{status}"
+    );
+}
