@@ -143,8 +143,51 @@ fn wait_settled(cluster: &Cluster, epoch: u64) {
     });
 }
 
+/// One topology change: each node's shards, and a node to kill -9 (and restart)
+/// right after it is applied.
+struct Change {
+    layout: Vec<(&'static str, &'static str)>,
+    kill: Option<&'static str>,
+}
+
 #[test]
 fn shards_move_live_under_load_and_nothing_is_lost_or_doubled() {
+    // In order: d joins, a is drained, a rebalance, and back.
+    let changes = [
+        vec![("a", "0-5"), ("b", "8-13"), ("c", "16-21"), ("d", "6-7,14-15,22-23")],
+        vec![("b", "0-3,8-13"), ("c", "4-7,16-21"), ("d", "14-15,22-23")],
+        vec![("b", "0-7"), ("c", "8-15"), ("d", "16-23")],
+        vec![("a", "0-7"), ("b", "8-15"), ("c", "16-23")],
+    ];
+    exercise(
+        changes
+            .into_iter()
+            .map(|layout| Change { layout, kill: None })
+            .collect(),
+    );
+}
+
+#[test]
+fn a_move_survives_a_kill_of_the_receiving_or_the_releasing_node() {
+    let changes = vec![
+        // d takes shards from a, b and c and is killed while it restores them.
+        Change {
+            layout: vec![("a", "0-5"), ("b", "8-13"), ("c", "16-21"), ("d", "6-7,14-15,22-23")],
+            kill: Some("d"),
+        },
+        // a hands all its shards off and is killed while it does.
+        Change {
+            layout: vec![("b", "0-3,8-13"), ("c", "4-7,16-21"), ("d", "14-15,22-23")],
+            kill: Some("a"),
+        },
+    ];
+    exercise(changes);
+}
+
+/// Starts nodes a, b, c (and d, named by no topology yet), streams events and
+/// recommend requests at every node and into Kafka while `changes` are applied in
+/// turn, then compares every user and session with one node's.
+fn exercise(changes: Vec<Change>) {
     let layout = [("a", "0-7"), ("b", "8-15"), ("c", "16-23")];
     let mut cluster = Cluster::start(&layout);
     let single = TestServer::start_with_env(&[
@@ -164,19 +207,11 @@ fn shards_move_live_under_load_and_nothing_is_lost_or_doubled() {
         200,
         "catalog on one node",
     );
-
-    // The topologies, in order: d joins, a is drained, a rebalance, and back.
-    let changes: Vec<Vec<(&str, &str)>> = vec![
-        vec![("a", "0-5"), ("b", "8-13"), ("c", "16-21"), ("d", "6-7,14-15,22-23")],
-        vec![("b", "0-3,8-13"), ("c", "4-7,16-21"), ("d", "14-15,22-23")],
-        vec![("b", "0-7"), ("c", "8-15"), ("d", "16-23")],
-        vec![("a", "0-7"), ("b", "8-15"), ("c", "16-23")],
-    ];
     let files: Vec<tempfile::NamedTempFile> = changes
         .iter()
-        .map(|layout| {
+        .map(|change| {
             let file = tempfile::NamedTempFile::new().unwrap();
-            std::fs::write(file.path(), cluster.topology_text(layout)).unwrap();
+            std::fs::write(file.path(), cluster.topology_text(&change.layout)).unwrap();
             file
         })
         .collect();
@@ -208,11 +243,18 @@ fn shards_move_live_under_load_and_nothing_is_lost_or_doubled() {
         .collect();
     thread::sleep(Duration::from_secs(2));
     let mut durations = Vec::new();
-    for (index, file) in files.iter().enumerate() {
+    for (index, (file, change)) in files.iter().zip(&changes).enumerate() {
         let epoch = index as u64 + 2;
         let started = Instant::now();
         let applied = cluster.cli(&["apply"], file.path());
         assert!(applied.contains(&format!("applied epoch {epoch}")), "{applied}");
+        if let Some(id) = change.kill {
+            thread::sleep(Duration::from_millis(150));
+            let node = &mut cluster.nodes[["a", "b", "c", "d"].iter().position(|known| *known == id).unwrap()];
+            node.kill();
+            thread::sleep(Duration::from_millis(500));
+            node.restart();
+        }
         cluster.topology =
             rankstream::topology::Topology::parse(&std::fs::read_to_string(file.path()).unwrap()).unwrap();
         wait_settled(&cluster, epoch);
@@ -268,9 +310,10 @@ fn shards_move_live_under_load_and_nothing_is_lost_or_doubled() {
             &format!("{sid} after the moves"),
         );
     }
-    let status = cluster.cli(&["status"], files[3].path());
+    let status = cluster.cli(&["status"], files[files.len() - 1].path());
+    let last = format!("epoch {}", files.len() + 1);
     assert!(
-        status.contains("epoch 5") && status.contains("none in progress"),
+        status.contains(&last) && status.contains("none in progress"),
         "{status}"
     );
 }

@@ -55,11 +55,18 @@ pub struct Mover {
 }
 
 /// The phase of each shard at start, from the topology and what the node holds: a
-/// shard owned and held is served, one owned and not held is restored, one held and
-/// not owned is served until handed off.
+/// shard owned and held is served, one owned and not held is taken over, one held and
+/// not owned (a hand-off a crash cut short) is handed off again as it was stored,
+/// without serving or consuming it meanwhile.
 pub fn phases_at_start(me: &str, topology: &Topology, held: &HeldShards) -> BTreeMap<ShardId, Phase> {
     let owned = topology.node(me).map(|node| node.shards.clone()).unwrap_or_default();
-    let mut phases: BTreeMap<ShardId, Phase> = held.keys().map(|&shard| (shard, Phase::Serving)).collect();
+    let mut phases: BTreeMap<ShardId, Phase> = held
+        .keys()
+        .map(|&shard| match owned.contains(&shard) {
+            true => (shard, Phase::Serving),
+            false => (shard, Phase::Releasing),
+        })
+        .collect();
     for shard in owned {
         phases.entry(shard).or_insert(Phase::Restoring);
     }

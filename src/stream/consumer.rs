@@ -278,6 +278,9 @@ fn obey(
     placement: &mut Placement,
 ) {
     match command {
+        Command::Release(shard, done) if !placement.is_local(shard) => {
+            let _ = done.send(());
+        }
         Command::Release(shard, done) => {
             placement.local.retain(|&local| local != shard);
             let mut partitions = TopicPartitionList::new();
