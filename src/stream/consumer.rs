@@ -170,10 +170,15 @@ async fn consume(
     let formats: HashMap<String, EventFormat> = config.inputs.iter().map(|i| (i.topic.clone(), i.format)).collect();
     let batch_wait = Duration::from_millis(config.batch_wait_ms);
     let mut offsets_in_flight = None;
+    // Without moves (one node), nobody sends commands: consume on.
+    let mut controlled = true;
     loop {
         let first = tokio::select! {
-            command = commands.recv() => {
-                let Some(command) = command else { return };
+            command = commands.recv(), if controlled => {
+                let Some(command) = command else {
+                    controlled = false;
+                    continue;
+                };
                 // The batch before is applied; its offsets must be stored before a
                 // released shard's offsets are handed on.
                 if let Some(previous) = offsets_in_flight.take() {
