@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures::future::join_all;
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders, ToBytes};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
@@ -19,6 +19,10 @@ const PRODUCE_TIMEOUT: Duration = Duration::from_secs(5);
 const DELIVERY_TIMEOUT_MS: &str = "5000";
 /// How long the broker has to answer one produce request (`request.timeout.ms`).
 const REQUEST_TIMEOUT_MS: &str = "4000";
+/// The most a send waits in all. librdkafka's own timeouts above usually fail it
+/// sooner, but a message caught in flight when the broker dies has been seen to wait
+/// past a REST request's 10 s deadline (408 instead of 503).
+const SEND_DEADLINE: Duration = Duration::from_secs(7);
 
 /// An acks=all producer, ordered per partition (one request in flight per broker).
 ///
@@ -57,17 +61,18 @@ impl Producer {
         })
     }
 
-    /// Produces one message and waits for the broker's acknowledgement.
-    pub async fn send<K, P>(&self, record: FutureRecord<'_, K, P>) -> Result<(), KafkaError>
+    /// Produces one message and waits for the broker's acknowledgement; answers the
+    /// message's offset in its partition.
+    pub async fn send<K, P>(&self, record: FutureRecord<'_, K, P>) -> Result<i64, KafkaError>
     where
         K: ToBytes + ?Sized,
         P: ToBytes + ?Sized,
     {
-        self.producer
-            .send(record, PRODUCE_TIMEOUT)
-            .await
-            .map(|_| ())
-            .map_err(|(error, _)| error)
+        let send = self.producer.send(record, PRODUCE_TIMEOUT);
+        match tokio::time::timeout(SEND_DEADLINE, send).await {
+            Ok(sent) => sent.map(|delivery| delivery.offset).map_err(|(error, _)| error),
+            Err(_) => Err(KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut)),
+        }
     }
 }
 
@@ -123,6 +128,7 @@ impl EventProducer {
         if let Some(payload) = payload {
             record = record.payload(payload);
         }
-        Ok(self.producer.send(record).await?)
+        self.producer.send(record).await?;
+        Ok(())
     }
 }
