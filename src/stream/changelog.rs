@@ -4,10 +4,12 @@
 //! A hand-off of shard `s` at epoch `e` is, on partition `s`: a `begin` marker, one
 //! message per entry of the export (keyed by its column family and key, so that
 //! compaction keeps the latest of each), then a `released` marker that carries the
-//! log sequence to continue after and the entry count. The new owner reads the
-//! partition from its start, keeps what follows the last `begin` of epoch `e`, and
-//! is done at the `released` of epoch `e`: an old owner that crashed mid-way and
-//! hands off again restarts the sequence with a new `begin`.
+//! log sequence to continue after, the entry count and the offset of its `begin`.
+//! The new owner reads the partition from its last message on until it sees the
+//! `released` of epoch `e`, then reads the hand-off from its `begin`: a move reads the
+//! bytes of that hand-off and not the partition's history. An old owner that crashed
+//! mid-way and hands off again writes the whole sequence again with a new `begin`,
+//! and a reader keeps only entries that follow the `begin` its marker names.
 
 use std::time::Duration;
 
@@ -35,6 +37,9 @@ struct Marker {
     epoch: u64,
     next_seq: u64,
     entries: usize,
+    /// In a `released` marker: the offset of its hand-off's `begin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    begin: Option<i64>,
 }
 
 /// Produces `export` as shard `shard`'s hand-off at `epoch` and waits until the broker
@@ -47,16 +52,17 @@ pub async fn release(
     export: &ShardExport,
 ) -> Result<(), StreamError> {
     let entries = export.state.len() + export.event_ids.len();
-    let marker = |kind: &'static str| {
+    let marker = |kind: &'static str, begin: Option<i64>| {
         let payload = serde_json::to_vec(&Marker {
             epoch,
             next_seq: export.next_seq,
             entries,
+            begin,
         })
         .expect("a marker serializes");
         (kind, kind.as_bytes().to_vec(), payload)
     };
-    send(producer, topic, shard, vec![marker("begin")]).await?;
+    let begin = send(producer, topic, shard, vec![marker("begin", None)]).await?;
     let state = export
         .state
         .iter()
@@ -69,15 +75,17 @@ pub async fn release(
     for window in all.chunks(PRODUCE_WINDOW) {
         send(producer, topic, shard, window.to_vec()).await?;
     }
-    send(producer, topic, shard, vec![marker("released")]).await
+    send(producer, topic, shard, vec![marker("released", begin)]).await?;
+    Ok(())
 }
 
+/// Produces `messages` to partition `shard` at once; answers the first one's offset.
 async fn send(
     producer: &Producer,
     topic: &str,
     shard: ShardId,
     messages: Vec<(&'static str, Vec<u8>, Vec<u8>)>,
-) -> Result<(), StreamError> {
+) -> Result<Option<i64>, StreamError> {
     let sends = messages.iter().map(|(kind, key, payload)| {
         let headers = OwnedHeaders::new().insert(Header {
             key: KIND_HEADER,
@@ -90,10 +98,11 @@ async fn send(
             .headers(headers);
         producer.send(record)
     });
+    let mut first = None;
     for sent in join_all(sends).await {
-        sent?;
+        first = first.or(Some(sent?));
     }
-    Ok(())
+    Ok(first)
 }
 
 /// Reads shard `shard`'s hand-off at `epoch` from its partition, waiting for it as long
@@ -105,34 +114,25 @@ pub async fn restore(
     epoch: u64,
     progress: impl Fn(usize),
 ) -> Result<ShardExport, StreamError> {
-    let consumer: StreamConsumer = client_config(config)
-        .set("group.id", format!("{}-restore", config.group_id))
-        .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "50")
-        .create()?;
-    let mut assignment = TopicPartitionList::new();
-    assignment.add_partition_offset(&config.changelog_topic, i32::from(shard), Offset::Beginning)?;
-    consumer.assign(&assignment)?;
+    // Where the hand-off begins: named by its `released` marker, which is the last
+    // message of the partition once the hand-off is complete.
+    let mut reader = Reader::new(config, shard, Offset::OffsetTail(1))?;
+    let begin = loop {
+        let (kind, _, payload) = reader.next().await;
+        if kind == b"released" {
+            match serde_json::from_slice::<Marker>(&payload) {
+                Ok(marker) if marker.epoch == epoch => break marker.begin.map_or(Offset::Beginning, Offset::Offset),
+                _ => continue,
+            }
+        }
+    };
+    let mut reader = Reader::new(config, shard, begin)?;
     let mut export: Option<ShardExport> = None;
     loop {
-        let message = match consumer.recv().await {
-            Ok(message) => message,
-            Err(error) => {
-                tracing::warn!(%error, shard, "reading the changelog failed; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-        };
-        let kind = message
-            .headers()
-            .and_then(|headers| headers.iter().find(|header| header.key == KIND_HEADER))
-            .and_then(|header| header.value)
-            .unwrap_or_default();
-        let key = message.key().unwrap_or_default();
-        let payload = message.payload().unwrap_or_default();
-        match kind {
+        let (kind, key, payload) = reader.next().await;
+        match kind.as_slice() {
             b"begin" | b"released" => {
-                let Ok(marker) = serde_json::from_slice::<Marker>(payload) else {
+                let Ok(marker) = serde_json::from_slice::<Marker>(&payload) else {
                     continue;
                 };
                 if marker.epoch != epoch {
@@ -160,14 +160,56 @@ pub async fn restore(
                 let Some(export) = export.as_mut() else {
                     continue;
                 };
-                let entry = (key.get(1..).unwrap_or_default().to_vec(), payload.to_vec());
-                match kind {
+                let entry = (key.get(1..).unwrap_or_default().to_vec(), payload);
+                match kind.as_slice() {
                     b"state" => export.state.push(entry),
                     _ => export.event_ids.push(entry),
                 }
                 progress(export.state.len() + export.event_ids.len());
             }
             _ => {}
+        }
+    }
+}
+
+/// Reads one changelog partition from an offset on, message by message.
+struct Reader {
+    consumer: StreamConsumer,
+    shard: ShardId,
+}
+
+impl Reader {
+    fn new(config: &KafkaConfig, shard: ShardId, from: Offset) -> Result<Reader, StreamError> {
+        let consumer: StreamConsumer = client_config(config)
+            .set("group.id", format!("{}-restore", config.group_id))
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "50")
+            .create()?;
+        let mut assignment = TopicPartitionList::new();
+        assignment.add_partition_offset(&config.changelog_topic, i32::from(shard), from)?;
+        consumer.assign(&assignment)?;
+        Ok(Reader { consumer, shard })
+    }
+
+    /// The next message's kind, key and payload, retrying while the broker fails.
+    async fn next(&mut self) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        loop {
+            match self.consumer.recv().await {
+                Ok(message) => {
+                    let kind = message
+                        .headers()
+                        .and_then(|headers| headers.iter().find(|header| header.key == KIND_HEADER))
+                        .and_then(|header| header.value)
+                        .unwrap_or_default();
+                    let key = message.key().unwrap_or_default();
+                    let payload = message.payload().unwrap_or_default();
+                    return (kind.to_vec(), key.to_vec(), payload.to_vec());
+                }
+                Err(error) => {
+                    tracing::warn!(%error, shard = self.shard, "reading the changelog failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
         }
     }
 }

@@ -37,7 +37,8 @@ pub async fn publish(config: &KafkaConfig, applied: &Applied) -> Result<(), Stre
         .key(KEY)
         .payload(&payload)
         .partition(0);
-    Ok(producer.send(record).await?)
+    producer.send(record).await?;
+    Ok(())
 }
 
 /// The latest published topology and the offset after it; `None` when nothing was
