@@ -186,20 +186,6 @@ impl Node {
             tasks.push(consumer);
             consumer_control = Some(control);
         }
-        // In a cluster, shards move live as the topology log says.
-        if clustered {
-            let mover = Mover {
-                ownership: ownership.clone(),
-                engine: engine.clone(),
-                kafka: kafka.clone(),
-                producer: Producer::new(kafka, &[])?,
-                consumer: consumer_control,
-                feed: feed_control,
-                held: tokio::sync::Mutex::new(held),
-            };
-            let topologies = topology_log::follow(kafka, topology_offset)?;
-            tasks.push(tokio::spawn(mover.run(topologies)));
-        }
         // In a cluster, every node applies the catalog, user and key writes of the others.
         let catalog_log = match cluster.is_multi_node() {
             true => {
@@ -218,6 +204,21 @@ impl Node {
             }
             false => None,
         };
+        // In a cluster, shards move live as the topology log says.
+        if clustered {
+            let mover = Mover {
+                ownership: ownership.clone(),
+                engine: engine.clone(),
+                kafka: kafka.clone(),
+                producer: Producer::new(kafka, &[])?,
+                consumer: consumer_control,
+                feed: feed_control,
+                held: tokio::sync::Mutex::new(held),
+                catalog_read: catalog_log.as_ref().map(|log| log.stats.caught_up.subscribe()),
+            };
+            let topologies = topology_log::follow(kafka, topology_offset)?;
+            tasks.push(tokio::spawn(mover.run(topologies)));
+        }
         let services = Arc::new(Services {
             engine,
             keys,

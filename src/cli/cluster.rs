@@ -274,8 +274,8 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
         }
     }
     println!(
-        "{:10} {:22} {:6} {:12} {:12} {:>10} {:>9} {:>16}",
-        "node", "http", "health", "shards", "serving", "forwarded", "failures", "replication_lag"
+        "{:10} {:22} {:6} {:12} {:12} {:>10} {:>9} {:>16} {:>14}",
+        "node", "http", "health", "shards", "serving", "forwarded", "failures", "replication_lag", "catalog_log"
     );
     for node in &nodes {
         let text = |value: &Value| match value {
@@ -287,8 +287,15 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
             Value::Null => "-".to_owned(),
             lag => format!("{lag} ms"),
         };
+        // A node that joined with an empty data directory reads the catalog log first.
+        let replication = &node["replication"];
+        let catalog = match (&replication["caught_up"], &replication["position"]) {
+            (Value::Bool(true), _) => "read".to_owned(),
+            (Value::Bool(false), position) => format!("{position}/{}", replication["end_at_start"]),
+            _ => "-".to_owned(),
+        };
         println!(
-            "{:10} {:22} {:6} {:12} {:12} {:>10} {:>9} {:>16}",
+            "{:10} {:22} {:6} {:12} {:12} {:>10} {:>9} {:>16} {:>14}",
             text(&node["id"]),
             text(&node["http"]),
             text(&node["health"]),
@@ -296,7 +303,8 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
             text(&node["serving"]),
             text(&node["forwarded"]),
             text(&node["forward_failures"]),
-            lag
+            lag,
+            catalog
         );
     }
     println!("{:6} {:10} {:>8}  per topic", "shard", "owner", "lag");

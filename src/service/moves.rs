@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::KafkaConfig;
 use crate::engine::{Engine, HeldShards};
@@ -52,6 +52,10 @@ pub struct Mover {
     pub feed: Option<FeedControl>,
     /// The shards this node holds, stored with every change (one change at a time).
     pub held: tokio::sync::Mutex<HeldShards>,
+    /// Whether the catalog log is read up to where it ended when the node started:
+    /// a node joining with an empty data directory has the catalog, users and keys
+    /// before it takes a shard over (a shard served meanwhile would rank blind).
+    pub catalog_read: Option<watch::Receiver<bool>>,
 }
 
 /// The phase of each shard at start, from the topology and what the node holds: a
@@ -132,6 +136,13 @@ impl Mover {
         // link in its sid's shard, which must not be handed off meanwhile.
         for shard in releases {
             self.release(shard, epoch).await;
+        }
+        if let Some(read) = self.catalog_read.as_mut().filter(|_| !restores.is_empty()) {
+            if !*read.borrow() {
+                tracing::info!(?restores, "taking shards over once the catalog log is read");
+            }
+            // The sender lives as long as the node: an error is a node shutting down.
+            let _ = read.wait_for(|read| *read).await;
         }
         join_all(restores.iter().map(|&shard| self.restore(shard, epoch))).await;
     }

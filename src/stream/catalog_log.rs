@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -20,6 +20,7 @@ use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
 use super::producer::Producer;
 use super::{client_config, StreamError};
@@ -95,7 +96,7 @@ impl CatalogChange {
 }
 
 /// Counters of the catalog log, for `/v1/admin/stats`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReplicationStats {
     /// Writes of this node produced to the log.
     pub published: AtomicU64,
@@ -107,6 +108,28 @@ pub struct ReplicationStats {
     pub last_lag_ms: AtomicI64,
     /// The largest such lag seen.
     pub max_lag_ms: AtomicI64,
+    /// The next offset this node reads in the log.
+    pub position: AtomicI64,
+    /// The log's end when this node started following it.
+    pub end_at_start: AtomicI64,
+    /// Whether this node has read the log up to `end_at_start`: a node that joins with
+    /// an empty data directory takes no shard over before it has (see `service::moves`).
+    pub caught_up: watch::Sender<bool>,
+}
+
+impl Default for ReplicationStats {
+    fn default() -> ReplicationStats {
+        ReplicationStats {
+            published: AtomicU64::default(),
+            applied: AtomicU64::default(),
+            conflicts: AtomicU64::default(),
+            last_lag_ms: AtomicI64::default(),
+            max_lag_ms: AtomicI64::default(),
+            position: AtomicI64::default(),
+            end_at_start: AtomicI64::default(),
+            caught_up: watch::Sender::new(false),
+        }
+    }
 }
 
 impl ReplicationStats {
@@ -117,6 +140,9 @@ impl ReplicationStats {
             "conflicts": self.conflicts.load(Ordering::Relaxed),
             "lag_ms": self.last_lag_ms.load(Ordering::Relaxed),
             "max_lag_ms": self.max_lag_ms.load(Ordering::Relaxed),
+            "position": self.position.load(Ordering::Relaxed),
+            "end_at_start": self.end_at_start.load(Ordering::Relaxed),
+            "caught_up": *self.caught_up.borrow(),
         })
     }
 }
@@ -192,6 +218,8 @@ pub async fn follow_catalog_log(
     let mut assignment = TopicPartitionList::new();
     assignment.add_partition_offset(&topic, PARTITION, stored.map_or(Offset::Beginning, Offset::Offset))?;
     consumer.assign(&assignment)?;
+    let (_, end) = consumer.fetch_watermarks(&topic, PARTITION, Duration::from_secs(10))?;
+    let mut catch_up = CatchUp::new(&stats, stored.unwrap_or(0), end);
     Ok(tokio::spawn(async move {
         loop {
             let message = match consumer.recv().await {
@@ -209,8 +237,52 @@ pub async fn follow_catalog_log(
             if let Err(error) = engine.store_stream_offsets(offsets.into_iter()).await {
                 tracing::warn!(%error, "storing the catalog log's offset failed; the write is applied again after a restart");
             }
+            catch_up.read(&stats, message.offset() + 1);
         }
     }))
+}
+
+/// How far a node that started behind has read the catalog log, told in the log
+/// every few seconds until it has read up to where the log ended at its start.
+struct CatchUp {
+    end: i64,
+    last_told: Instant,
+}
+
+impl CatchUp {
+    const TELL_EVERY: Duration = Duration::from_secs(2);
+
+    fn new(stats: &ReplicationStats, position: i64, end: i64) -> CatchUp {
+        stats.position.store(position, Ordering::Relaxed);
+        stats.end_at_start.store(end, Ordering::Relaxed);
+        if position >= end {
+            stats.caught_up.send_replace(true);
+        } else {
+            tracing::info!(
+                position,
+                end,
+                "reading the catalog log (catalog, users, keys) before taking shards"
+            );
+        }
+        CatchUp {
+            end,
+            last_told: Instant::now(),
+        }
+    }
+
+    fn read(&mut self, stats: &ReplicationStats, position: i64) {
+        stats.position.store(position, Ordering::Relaxed);
+        if *stats.caught_up.borrow() {
+            return;
+        }
+        if position >= self.end {
+            tracing::info!(position, "the catalog log is read up to where it ended at start");
+            stats.caught_up.send_replace(true);
+        } else if self.last_told.elapsed() >= Self::TELL_EVERY {
+            tracing::info!(position, end = self.end, "reading the catalog log");
+            self.last_told = Instant::now();
+        }
+    }
 }
 
 fn origin_of(message: &OwnedMessage) -> Option<String> {
