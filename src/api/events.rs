@@ -191,7 +191,7 @@ async fn ingest_where_owned(
     let mut outcomes: Vec<Option<Outcome>> = (0..events.len()).map(|_| None).collect();
     let mut local: (Vec<usize>, Vec<Event>) = Default::default();
     let mut remote: BTreeMap<String, (Node, Vec<usize>, Vec<Event>)> = BTreeMap::new();
-    let until = tokio::time::Instant::from_std(request.deadline);
+    let until = forward::move_wait_until(request);
     for (index, event) in events.into_iter().enumerate() {
         match cluster.place(event.routing_key()) {
             // A shard this node is taking over in a move: wait for it (within the

@@ -156,6 +156,20 @@ pub fn unavailable(cluster: &Cluster, node: &Node) -> ApiError {
     }
 }
 
+/// What is kept of a request's deadline for its work once a moving shard is served:
+/// a request that waited for the move that long is answered 503 `shard_unavailable`
+/// (with `Retry-After`) before its deadline, not 408 at it.
+const AFTER_MOVE_WAIT: Duration = Duration::from_secs(2);
+
+/// Until when a request may wait for a shard this node is taking over.
+pub fn move_wait_until(request: &ApiRequest) -> tokio::time::Instant {
+    let until = request
+        .deadline
+        .checked_sub(AFTER_MOVE_WAIT)
+        .unwrap_or(request.deadline);
+    tokio::time::Instant::from_std(until)
+}
+
 /// 503 `shard_unavailable` for a key whose shard this node is still taking over.
 pub fn moving(cluster: &Cluster) -> ApiError {
     ApiError::ShardUnavailable {
@@ -222,13 +236,10 @@ pub async fn to_owner(
     }
     match cluster.place(key) {
         // A shard this node is taking over in a move: wait for it within the deadline.
-        Placement::Local => {
-            let until = tokio::time::Instant::from_std(request.deadline);
-            match cluster.wait_serving(key, until).await {
-                true => None,
-                false => Some(Err(moving(cluster))),
-            }
-        }
+        Placement::Local => match cluster.wait_serving(key, move_wait_until(request)).await {
+            true => None,
+            false => Some(Err(moving(cluster))),
+        },
         Placement::Remote { node, shard } if was_forwarded(request) => Some(Err(ApiError::ShardUnavailable {
             message: format!(
                 "shard {shard} is owned by node {:?} in this node's topology; the forwarding node's topology differs",
