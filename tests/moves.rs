@@ -25,6 +25,8 @@ const USERS: usize = 400;
 const ITEMS: usize = 30;
 /// Threads posting events; the last one produces straight to Kafka.
 const WRITERS: usize = 4;
+/// Events per request (one per user) a writer sends at once.
+const BATCH: usize = 50;
 
 fn item(n: usize) -> String {
     format!("p{n}")
@@ -52,9 +54,10 @@ struct Written {
     statuses: BTreeMap<String, u64>,
 }
 
-/// Writer `w` posts events of its users (round robin) until `stop`, each until it is
-/// acknowledged (retrying on 503), to the nodes in turn, and asks every node for a
-/// recommendation now and then; the last writer produces to Kafka instead.
+/// Writer `w` posts one event of each of its users per round, in batches, until
+/// `stop`: each batch to the next node, each event until it is acknowledged (the
+/// events a batch got back refused with 503 go again, alone); it asks every node for
+/// a recommendation now and then. The last writer produces to Kafka instead.
 fn writer(
     w: usize,
     urls: Vec<String>,
@@ -73,43 +76,76 @@ fn writer(
     let mut turn = 0usize;
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
-        for &u in &users {
-            let body = user_event(u, n);
+        for batch in users.chunks(BATCH) {
+            let events: Vec<(usize, Value)> = batch.iter().map(|&u| (u, user_event(u, n))).collect();
             match &producer {
                 Some(producer) => {
-                    producer.send_json(EVENTS_TOPIC, &format!("u{u}"), &body);
+                    let messages: Vec<(String, Value)> =
+                        events.iter().map(|(u, body)| (format!("u{u}"), body.clone())).collect();
+                    producer.send_all_json(EVENTS_TOPIC, &messages);
                     count(&mut written, "kafka");
                 }
-                None => loop {
-                    turn += 1;
-                    let url = &urls[turn % urls.len()];
-                    let reply = client
-                        .post(format!("{url}/v1/events"))
-                        .bearer_auth(&key)
-                        .json(&body)
-                        .send();
-                    let status = reply.map(|reply| reply.status().as_u16()).unwrap_or(0);
-                    count(&mut written, &format!("events {status}"));
-                    match status {
-                        202 => break,
-                        503 | 0 => thread::sleep(Duration::from_millis(20)),
-                        other => panic!("event {body}: status {other}"),
+                None => {
+                    let mut pending = events.clone();
+                    while !pending.is_empty() {
+                        turn += 1;
+                        let url = &urls[turn % urls.len()];
+                        let bodies: Vec<&Value> = pending.iter().map(|(_, body)| body).collect();
+                        let reply = client
+                            .post(format!("{url}/v1/events"))
+                            .bearer_auth(&key)
+                            .json(&json!({ "events": bodies }))
+                            .send();
+                        let (status, answer) = match reply {
+                            Ok(reply) => (reply.status().as_u16(), reply.json::<Value>().unwrap_or(Value::Null)),
+                            Err(_) => (0, Value::Null),
+                        };
+                        count(&mut written, &format!("events {status}"));
+                        match status {
+                            202 => {
+                                let mut refused = Vec::new();
+                                for failure in answer["rejected"].as_array().unwrap() {
+                                    let code = failure["code"].as_str().unwrap_or_default();
+                                    assert!(
+                                        ["unavailable", "shard_unavailable", "timeout"].contains(&code),
+                                        "an event refused for good: {failure}"
+                                    );
+                                    count(&mut written, &format!("event refused {code}"));
+                                    refused.push(failure["index"].as_u64().unwrap() as usize);
+                                }
+                                if !refused.is_empty() {
+                                    thread::sleep(Duration::from_millis(20));
+                                }
+                                pending = pending
+                                    .into_iter()
+                                    .enumerate()
+                                    .filter(|(index, _)| refused.contains(index))
+                                    .map(|(_, event)| event)
+                                    .collect();
+                            }
+                            // Not acknowledged (the server gave up at its deadline, or could
+                            // not take the batch): retried with the same ids, as a client would.
+                            408 | 503 | 0 => thread::sleep(Duration::from_millis(20)),
+                            other => panic!("events {bodies:?}: status {other} {answer}"),
+                        }
                     }
-                },
+                }
             }
-            written.events.entry(u).or_default().push(body);
-            if u % 10 == 0 {
-                let url = &urls[turn % urls.len()];
-                let request = json!({"model_id": "default", "user_id": format!("u{u}"), "session_id": format!("s{u}"),
-                                     "item_ids": (0..ITEMS).map(item).collect::<Vec<_>>()});
-                let reply = client
-                    .post(format!("{url}/v1/recommend"))
-                    .bearer_auth(&key)
-                    .json(&request)
-                    .send();
-                let status = reply.map(|reply| reply.status().as_u16()).unwrap_or(0);
-                count(&mut written, &format!("recommend {status}"));
+            for (u, body) in events {
+                written.events.entry(u).or_default().push(body);
             }
+        }
+        for url in &urls {
+            let u = users[n % users.len()];
+            let request = json!({"model_id": "default", "user_id": format!("u{u}"), "session_id": format!("s{u}"),
+                                 "item_ids": (0..ITEMS).map(item).collect::<Vec<_>>()});
+            let reply = client
+                .post(format!("{url}/v1/recommend"))
+                .bearer_auth(&key)
+                .json(&request)
+                .send();
+            let status = reply.map(|reply| reply.status().as_u16()).unwrap_or(0);
+            count(&mut written, &format!("recommend {status}"));
         }
         n += 1;
     }
@@ -150,18 +186,37 @@ struct Change {
     kill: Option<&'static str>,
 }
 
+/// How many of the ten changes below `shards_move_live_...` applies: the first four
+/// (join, drain, rebalance, back) unless `RANKSTREAM_MOVES_CHANGES` says more. All ten
+/// under this test's load take ~7 minutes on a 2-core machine shared with the broker,
+/// and the sqlite tansu broker has failed produces there (BENCHMARKS.md "Shard moves").
+fn changes_to_apply() -> usize {
+    std::env::var("RANKSTREAM_MOVES_CHANGES")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(4)
+}
+
 #[test]
 fn shards_move_live_under_load_and_nothing_is_lost_or_doubled() {
-    // In order: d joins, a is drained, a rebalance, and back.
+    // Ten changes in a row: d joins, a is drained, a rebalance, a comes back, every
+    // shard moves, d is drained, two more reshuffles, and back to the start.
     let changes = [
         vec![("a", "0-5"), ("b", "8-13"), ("c", "16-21"), ("d", "6-7,14-15,22-23")],
         vec![("b", "0-3,8-13"), ("c", "4-7,16-21"), ("d", "14-15,22-23")],
         vec![("b", "0-7"), ("c", "8-15"), ("d", "16-23")],
+        vec![("a", "0-5"), ("b", "6-11"), ("c", "12-17"), ("d", "18-23")],
+        vec![("a", "18-23"), ("b", "0-5"), ("c", "6-11"), ("d", "12-17")],
+        vec![("a", "12-14,18-23"), ("b", "0-5,15-17"), ("c", "6-11")],
+        vec![("a", "0-11"), ("b", "12-17"), ("c", "18-23")],
+        vec![("a", "0-3,12-15"), ("b", "4-7,16-19"), ("c", "8-11,20-23")],
+        vec![("a", "0-7"), ("b", "16-23"), ("c", "8-15")],
         vec![("a", "0-7"), ("b", "8-15"), ("c", "16-23")],
     ];
     exercise(
         changes
             .into_iter()
+            .take(changes_to_apply())
             .map(|layout| Change { layout, kill: None })
             .collect(),
     );
@@ -241,6 +296,7 @@ fn exercise(changes: Vec<Change>) {
             thread::spawn(move || writer(w, urls, key, producer, stop))
         })
         .collect();
+    let load_started = Instant::now();
     thread::sleep(Duration::from_secs(2));
     let mut durations = Vec::new();
     for (index, (file, change)) in files.iter().zip(&changes).enumerate() {
@@ -262,6 +318,7 @@ fn exercise(changes: Vec<Change>) {
         thread::sleep(Duration::from_secs(1));
     }
     stop.store(true, Ordering::Relaxed);
+    let loaded = load_started.elapsed();
     let mut events: BTreeMap<usize, Vec<Value>> = BTreeMap::new();
     let mut statuses: BTreeMap<String, u64> = BTreeMap::new();
     for writer in writers {
@@ -272,7 +329,16 @@ fn exercise(changes: Vec<Change>) {
         }
     }
     let acknowledged: usize = events.values().map(Vec::len).sum();
-    eprintln!("moves: {durations:?}; {acknowledged} events acknowledged; statuses {statuses:?}");
+    durations.sort_unstable();
+    let percentile = |p: f64| durations[((durations.len() - 1) as f64 * p).round() as usize];
+    eprintln!(
+        "moves: {} in {loaded:.1?}; each move p50 {:.2?}, p99 {:.2?} ({durations:.2?}); {acknowledged} events \
+         acknowledged ({:.0}/s); requests by status {statuses:?}",
+        durations.len(),
+        percentile(0.5),
+        percentile(0.99),
+        acknowledged as f64 / loaded.as_secs_f64()
+    );
     assert!(
         statuses.keys().all(|what| !what.ends_with(" 500")),
         "no request got a 500: {statuses:?}"
@@ -310,6 +376,10 @@ fn exercise(changes: Vec<Change>) {
             &format!("{sid} after the moves"),
         );
     }
+    eprintln!(
+        "compared {} users and sessions with one node: 0 events lost, 0 applied twice",
+        events.len()
+    );
     let status = cluster.cli(&["status"], files[files.len() - 1].path());
     let last = format!("epoch {}", files.len() + 1);
     assert!(

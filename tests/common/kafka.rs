@@ -213,6 +213,37 @@ impl Producer {
     pub fn send_json(&self, topic: &str, key: &str, payload: &Value) -> (i32, i64) {
         self.send(topic, key, &serde_json::to_vec(payload).unwrap(), None)
     }
+
+    /// Produces every `(key, payload)` at once (partitioned by key) and waits until
+    /// the broker acknowledged them all; a send the broker fails is retried (as a
+    /// producer with retries would), up to five rounds.
+    pub fn send_all_json(&self, topic: &str, messages: &[(String, Value)]) {
+        let mut pending: Vec<(&str, Vec<u8>)> = messages
+            .iter()
+            .map(|(key, payload)| (key.as_str(), serde_json::to_vec(payload).unwrap()))
+            .collect();
+        for round in 1.. {
+            let sends = pending.iter().map(|(key, payload)| {
+                self.producer.send(
+                    FutureRecord::to(topic).key(*key).payload(payload),
+                    Duration::from_secs(10),
+                )
+            });
+            let deliveries = self.runtime.block_on(futures::future::join_all(sends));
+            let mut failed = Vec::new();
+            for (message, delivery) in pending.into_iter().zip(deliveries) {
+                if let Err((error, _)) = delivery {
+                    assert!(round < 5, "produce to {topic}: {error} (after {round} tries)");
+                    failed.push(message);
+                }
+            }
+            if failed.is_empty() {
+                return;
+            }
+            pending = failed;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 /// A message header's value as a string, if present.
