@@ -88,7 +88,8 @@ pub fn follow(config: &KafkaConfig, offset: i64) -> Result<mpsc::UnboundedReceiv
     let consumer: StreamConsumer = client_config(config)
         .set("group.id", format!("{}-topology", config.group_id))
         .set("enable.auto.commit", "false")
-        .set("fetch.wait.max.ms", "100")
+        // Topologies change rarely; a move starts within half a second of its apply.
+        .set("fetch.wait.max.ms", "500")
         .create()?;
     let mut assignment = TopicPartitionList::new();
     assignment.add_partition_offset(&config.topology_topic, 0, Offset::Offset(offset))?;
