@@ -163,11 +163,14 @@ async fn run(args: &Args, binary: &Path) -> Result<Figures> {
                 break;
             }
             ensure!(
-                status == 503 && attempt < 10,
+                status == 503 && attempt < 60,
                 "events: {status} {}",
                 String::from_utf8_lossy(&answer)
             );
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        if (batch_index + 1) % 50 == 0 {
+            println!("{} users filled", thousands(((batch_index + 1) * BATCH) as f64));
         }
     }
     let fill_secs = filled.elapsed().as_secs_f64();
@@ -234,28 +237,30 @@ async fn run(args: &Args, binary: &Path) -> Result<Figures> {
     // the new owner finds them: the last message (the `released` marker) names the
     // offset where the hand-off begins.
     let partition = i32::from(MOVED);
-    let reader = consumer(&broker.brokers(), &[CHANGELOG], partition..partition + 1)?;
-    let (_, end) = reader.fetch_watermarks(CHANGELOG, partition, Duration::from_secs(60))?;
-    let assign = |offset: Offset| -> Result<()> {
+    let reader_from = |offset: Offset| -> Result<rdkafka::consumer::StreamConsumer> {
+        let reader = consumer(&broker.brokers(), &[], 0..0)?;
         let mut assignment = TopicPartitionList::new();
         assignment.add_partition_offset(CHANGELOG, partition, offset)?;
-        Ok(reader.assign(&assignment)?)
+        reader.assign(&assignment)?;
+        Ok(reader)
     };
-    assign(Offset::Offset(end - 1))?;
-    let marker = tokio::time::timeout(Duration::from_secs(30), reader.recv())
+    let reader = reader_from(Offset::OffsetTail(1))?;
+    let (_, end) = reader.fetch_watermarks(CHANGELOG, partition, Duration::from_secs(60))?;
+    let marker = tokio::time::timeout(Duration::from_secs(60), reader.recv())
         .await
         .context("reading the released marker")??;
     let marker: Value = serde_json::from_slice(marker.payload().unwrap_or_default())?;
     let begin = marker["begin"]
         .as_i64()
         .with_context(|| format!("a released marker without begin: {marker}"))?;
+    println!("hand-off at offsets {begin}..{end} of {CHANGELOG}/{partition}");
     let read = Instant::now();
-    assign(Offset::Offset(begin))?;
+    let reader = reader_from(Offset::Offset(begin))?;
     let (mut messages, mut bytes) = (0, 0);
     loop {
-        let message = tokio::time::timeout(Duration::from_secs(30), reader.recv())
+        let message = tokio::time::timeout(Duration::from_secs(60), reader.recv())
             .await
-            .context("reading the changelog")??;
+            .with_context(|| format!("reading the changelog after {messages} messages"))??;
         messages += 1;
         bytes += message.payload().map_or(0, <[u8]>::len) + message.key().map_or(0, <[u8]>::len);
         if message.offset() + 1 >= end {

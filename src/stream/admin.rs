@@ -13,7 +13,9 @@ use super::{client_config, StreamError};
 use crate::config::KafkaConfig;
 
 /// How long a metadata or offset request to the broker may take.
-const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
+// A busy broker (the sqlite tansu one under a shard's backlog) has taken over 10 s to
+// answer; an operator's command waits rather than fail.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A topic the cluster needs.
 #[derive(Debug, Clone, PartialEq, Eq)]

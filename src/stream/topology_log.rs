@@ -17,7 +17,9 @@ use super::{client_config, StreamError};
 use crate::config::KafkaConfig;
 
 /// How long a metadata or offsets request may take.
-const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
+// A busy broker (the sqlite tansu one under a shard's backlog) has taken over 10 s to
+// answer; an operator's command waits rather than fail.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(30);
 /// The message key of every topology (compaction keeps the latest).
 const KEY: &str = "topology";
 
