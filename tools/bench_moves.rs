@@ -316,7 +316,7 @@ async fn main() -> Result<()> {
     if let Some(path) = &args.write_markdown {
         let index = IndexEntry {
             tool: "bench-moves",
-            row: "| Shard moves | `tools/bench_moves.rs` (`bench-moves`) | time to move one shard of 100k live users against the broker's read floor |",
+            row: "| Shard moves | `tools/bench_moves.rs` (`bench-moves`) | time to move one shard full of live users (`--users`, default 100k) against the broker's read floor |",
         };
         publish_section(path, MARKDOWN_HEADING, &section, Some(&index))?;
     }
