@@ -32,7 +32,7 @@ fn item(n: usize) -> String {
 fn user_event(u: usize, n: usize) -> Value {
     let item = item((u * 7 + n * 3) % ITEMS);
     let fields = json!({"id": format!("ev-{u}-{n}"), "uid": format!("u{u}"), "sid": format!("s{u}"), "item_id": item});
-    let mut body = if n % 2 == 0 {
+    let mut body = if n.is_multiple_of(2) {
         event("page_view", json!({"page_type": "product"}))
     } else {
         event("click", json!({"click_type": "tile"}))

@@ -186,7 +186,7 @@ async fn ingest_where_owned(
 ) -> Result<Vec<Outcome>, ApiError> {
     let cluster = &state.services.cluster;
     if !cluster.is_multi_node() {
-        return Ok(ingest_here(state, events).await?);
+        return ingest_here(state, events).await;
     }
     let mut outcomes: Vec<Option<Outcome>> = (0..events.len()).map(|_| None).collect();
     let mut local: (Vec<usize>, Vec<Event>) = Default::default();

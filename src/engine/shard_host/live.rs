@@ -103,7 +103,8 @@ impl ShardHost {
         if let KeyMessage::Wipe(reply) = message {
             match registry.live.pop(&key) {
                 Some(live) => {
-                    let _ = self.stop::<K>(context, key, live.addr, StopReason::Wipe(reply));
+                    // The stop goes on without its caller waiting for it.
+                    drop(self.stop::<K>(context, key, live.addr, StopReason::Wipe(reply)));
                 }
                 None => {
                     let _ = reply.send(self.wipe_stored::<K>(&key));
@@ -301,7 +302,7 @@ impl ShardHost {
 
     fn passivate_lru<K: Hosted>(&mut self, context: &mut Context<Self>) {
         if let Some((key, live)) = K::registry(self).live.pop_lru() {
-            let _ = self.stop::<K>(context, key, live.addr, StopReason::Passivate);
+            drop(self.stop::<K>(context, key, live.addr, StopReason::Passivate));
         }
     }
 
