@@ -1,15 +1,17 @@
 //! The changelog of a cluster's shards (one compacted partition per shard), through
 //! which a live move hands a shard's state from its old owner to its new one.
 //!
-//! A hand-off of shard `s` at epoch `e` is, on partition `s`: a `begin` marker, one
-//! message per entry of the export (keyed by its column family and key, so that
-//! compaction keeps the latest of each), then a `released` marker that carries the
-//! log sequence to continue after, the entry count and the offset of its `begin`.
-//! The new owner reads the partition from its last message on until it sees the
-//! `released` of epoch `e`, then reads the hand-off from its `begin`: a move reads the
-//! bytes of that hand-off and not the partition's history. An old owner that crashed
-//! mid-way and hands off again writes the whole sequence again with a new `begin`,
-//! and a reader keeps only entries that follow the `begin` its marker names.
+//! A hand-off of shard `s` at epoch `e` is, on partition `s`: a `begin` marker, the
+//! export's entries packed into chunks of up to [`CHUNK_BYTES`] (keyed by their index,
+//! so that compaction keeps the latest chunk of each index), then a `released` marker
+//! that carries the log sequence to continue after, the entry count and the offset of
+//! its `begin`. The new owner reads the partition from its last message on until it
+//! sees the `released` of epoch `e`, then reads the hand-off from its `begin`: a move
+//! reads the bytes of that hand-off and not the partition's history. Packing matters
+//! because a broker's cost is per message: a shard of 10k users is ~20k entries but
+//! only a few chunks. An old owner that crashed mid-way and hands off again writes the
+//! whole sequence again with a new `begin`, and a reader keeps only chunks that follow
+//! the `begin` its marker names.
 
 use std::time::Duration;
 
@@ -26,10 +28,16 @@ use crate::config::KafkaConfig;
 use crate::engine::ShardExport;
 use crate::topology::ShardId;
 
-/// Header naming what a changelog message is: `begin`, `state`, `event-id`, `released`.
+/// Header naming what a changelog message is: `begin`, `chunk`, `released`.
 const KIND_HEADER: &str = "rankstream-move";
-/// Entries produced at once (each waits for its acknowledgement).
-const PRODUCE_WINDOW: usize = 512;
+/// A chunk's payload is closed once it holds this many bytes (well under the 1 MB a
+/// broker takes by default in one message).
+const CHUNK_BYTES: usize = 256 * 1024;
+/// Chunks produced at once (each waits for its acknowledgement).
+const PRODUCE_WINDOW: usize = 8;
+/// An entry's tag in a chunk: a `state` entry or an event-id index entry.
+const STATE: u8 = b's';
+const EVENT_ID: u8 = b'e';
 
 /// The `begin` and `released` markers' payload.
 #[derive(Debug, Serialize, Deserialize)]
@@ -40,6 +48,53 @@ struct Marker {
     /// In a `released` marker: the offset of its hand-off's `begin`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     begin: Option<i64>,
+}
+
+/// Packs `export`'s entries into chunks: each entry is its tag, then its key and its
+/// value, each after its length (u32, little-endian).
+fn chunks(export: &ShardExport) -> Vec<Vec<u8>> {
+    let tagged = export
+        .state
+        .iter()
+        .map(|entry| (STATE, entry))
+        .chain(export.event_ids.iter().map(|entry| (EVENT_ID, entry)));
+    let mut chunks = Vec::new();
+    let mut chunk = Vec::new();
+    for (tag, (key, value)) in tagged {
+        chunk.push(tag);
+        for part in [key, value] {
+            chunk.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            chunk.extend_from_slice(part);
+        }
+        if chunk.len() >= CHUNK_BYTES {
+            chunks.push(std::mem::take(&mut chunk));
+        }
+    }
+    if !chunk.is_empty() {
+        chunks.push(chunk);
+    }
+    chunks
+}
+
+/// Adds a chunk's entries to `export`; `None` when the chunk is cut short.
+fn unpack(mut chunk: &[u8], export: &mut ShardExport) -> Option<()> {
+    fn part(rest: &mut &[u8]) -> Option<Vec<u8>> {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let value = tail.get(..len)?.to_vec();
+        *rest = &tail[len..];
+        Some(value)
+    }
+    while let Some((&tag, tail)) = chunk.split_first() {
+        chunk = tail;
+        let entry = (part(&mut chunk)?, part(&mut chunk)?);
+        match tag {
+            STATE => export.state.push(entry),
+            EVENT_ID => export.event_ids.push(entry),
+            _ => return None,
+        }
+    }
+    Some(())
 }
 
 /// Produces `export` as shard `shard`'s hand-off at `epoch` and waits until the broker
@@ -63,16 +118,12 @@ pub async fn release(
         (kind, kind.as_bytes().to_vec(), payload)
     };
     let begin = send(producer, topic, shard, vec![marker("begin", None)]).await?;
-    let state = export
-        .state
-        .iter()
-        .map(|(key, value)| ("state", [b"s".as_slice(), key].concat(), value.clone()));
-    let ids = export
-        .event_ids
-        .iter()
-        .map(|(key, value)| ("event-id", [b"e".as_slice(), key].concat(), value.clone()));
-    let all: Vec<_> = state.chain(ids).collect();
-    for window in all.chunks(PRODUCE_WINDOW) {
+    let chunks: Vec<_> = chunks(export)
+        .into_iter()
+        .enumerate()
+        .map(|(index, chunk)| ("chunk", [b"c".as_slice(), &(index as u32).to_be_bytes()].concat(), chunk))
+        .collect();
+    for window in chunks.chunks(PRODUCE_WINDOW) {
         send(producer, topic, shard, window.to_vec()).await?;
     }
     send(producer, topic, shard, vec![marker("released", begin)]).await?;
@@ -129,7 +180,7 @@ pub async fn restore(
     let mut reader = Reader::new(config, shard, begin)?;
     let mut export: Option<ShardExport> = None;
     loop {
-        let (kind, key, payload) = reader.next().await;
+        let (kind, _, payload) = reader.next().await;
         match kind.as_slice() {
             b"begin" | b"released" => {
                 let Ok(marker) = serde_json::from_slice::<Marker>(&payload) else {
@@ -156,14 +207,14 @@ pub async fn restore(
                 done.next_seq = marker.next_seq;
                 return Ok(done);
             }
-            b"state" | b"event-id" => {
+            b"chunk" => {
                 let Some(export) = export.as_mut() else {
                     continue;
                 };
-                let entry = (key.get(1..).unwrap_or_default().to_vec(), payload);
-                match kind.as_slice() {
-                    b"state" => export.state.push(entry),
-                    _ => export.event_ids.push(entry),
+                if unpack(&payload, export).is_none() {
+                    return Err(StreamError::Setup(format!(
+                        "a chunk of the hand-off of shard {shard} at epoch {epoch} is cut short"
+                    )));
                 }
                 progress(export.state.len() + export.event_ids.len());
             }
@@ -211,5 +262,31 @@ impl Reader {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hand_off_packs_into_chunks_and_unpacks_whole() {
+        let export = ShardExport {
+            state: (0..5_000u32)
+                .map(|n| (format!("user/{n}").into_bytes(), vec![n as u8; 100]))
+                .collect(),
+            event_ids: (0..3_000u32).map(|n| (n.to_be_bytes().to_vec(), vec![])).collect(),
+            next_seq: 7,
+        };
+        let packed = chunks(&export);
+        assert!(packed.len() > 1, "{} chunks", packed.len());
+        assert!(packed.iter().all(|chunk| chunk.len() < CHUNK_BYTES + 200));
+        let mut unpacked = ShardExport::default();
+        for chunk in &packed {
+            unpack(chunk, &mut unpacked).expect("a whole chunk");
+        }
+        assert_eq!(unpacked.state, export.state);
+        assert_eq!(unpacked.event_ids, export.event_ids);
+        assert!(unpack(&packed[0][..packed[0].len() - 1], &mut ShardExport::default()).is_none());
     }
 }
