@@ -73,6 +73,8 @@ pub struct KafkaConfig {
     pub max_batch: usize,
     /// How long the consumer waits for more messages before applying a batch, in ms.
     pub batch_wait_ms: u64,
+    /// `fetch.wait.max.ms` of the consumer of the shards' partitions.
+    pub fetch_wait_ms: u64,
     /// Compacted topic of catalog, user and API-key writes that every node of a cluster
     /// applies to its own storage.
     pub catalog_topic: String,

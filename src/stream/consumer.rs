@@ -6,7 +6,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::statistics::Statistics;
+use rdkafka::ClientContext;
 use rdkafka::error::KafkaResult;
 use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
@@ -36,13 +38,14 @@ pub async fn start_consumer(
     stats: SharedStats,
     reroute: Option<EventProducer>,
 ) -> Result<(tokio::task::JoinHandle<()>, ConsumerControl), StreamError> {
-    let consumer: StreamConsumer = client_config(&config)
+    let consumer: ShardConsumer = client_config(&config)
         .set("group.id", &config.group_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
-        .set("fetch.wait.max.ms", "10")
-        .create()?;
+        .set("fetch.wait.max.ms", config.fetch_wait_ms.to_string())
+        .set("statistics.interval.ms", LAG_INTERVAL.as_millis().to_string())
+        .create_with_context(PartitionEnds::default())?;
     let dead_letters = EventProducer::new(&config, &config.dead_letter_topic, shard_count)?;
     let mut assignment = TopicPartitionList::new();
     for input in &config.inputs {
@@ -156,7 +159,7 @@ impl Placement {
 }
 
 async fn consume(
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<ShardConsumer>,
     dead_letters: EventProducer,
     config: KafkaConfig,
     placement: Placement,
@@ -234,18 +237,48 @@ async fn consume(
             .positions
             .lock()
             .extend(next_offsets.iter().map(|(partition, next)| (partition.clone(), *next)));
-        let (engine, consumer, group) = (engine.clone(), consumer.clone(), config.group_id.clone());
+        let engine = engine.clone();
         offsets_in_flight = Some(tokio::spawn(async move {
-            if record_offsets(&engine, &next_offsets).await {
-                commit_to_group(&consumer, &group, &next_offsets);
-            }
+            record_offsets(&engine, &next_offsets).await;
         }));
     }
 }
 
+/// The consumer of this node's partitions, with the partitions' ends as its
+/// statistics last reported them.
+type ShardConsumer = StreamConsumer<PartitionEnds>;
+
+/// The end (high watermark) of each partition, as the broker reported it in its fetch
+/// answers and librdkafka in its statistics every [`LAG_INTERVAL`]: lag is measured
+/// without a request of its own to the broker, which one that opens a database
+/// connection per request (tansu) spent much of a core answering.
+#[derive(Default)]
+struct PartitionEnds {
+    ends: parking_lot::Mutex<BTreeMap<(String, i32), i64>>,
+}
+
+impl ClientContext for PartitionEnds {
+    fn stats(&self, statistics: Statistics) {
+        let mut ends = self.ends.lock();
+        for (topic, partitions) in statistics.topics {
+            for (partition, state) in partitions.partitions {
+                if partition >= 0 && state.hi_offset >= 0 {
+                    ends.insert((topic.clone(), partition), state.hi_offset);
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for PartitionEnds {}
+
 /// Measures, every [`LAG_INTERVAL`], how far each partition of this node is behind
-/// its end (one offsets request per partition, off the async workers).
-async fn watch_lag(consumer: Arc<StreamConsumer>, stats: SharedStats) {
+/// its end (see [`PartitionEnds`]); a partition whose end is not known yet keeps its
+/// last figure. Also mirrors the positions into the consumer group when they moved
+/// (for tooling: `cluster status` reads the group's lag), at this pace rather than
+/// per batch, for the same reason.
+async fn watch_lag(consumer: Arc<ShardConsumer>, stats: SharedStats) {
+    let mut committed = Vec::new();
     let mut interval = tokio::time::interval(LAG_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -256,27 +289,26 @@ async fn watch_lag(consumer: Arc<StreamConsumer>, stats: SharedStats) {
             .iter()
             .map(|(partition, next)| (partition.clone(), *next))
             .collect();
-        let consumer = consumer.clone();
-        let measured = tokio::task::spawn_blocking(move || {
-            positions
-                .into_iter()
-                .filter_map(|((topic, partition), next)| {
-                    let (_, end) = consumer.fetch_watermarks(&topic, partition, LAG_INTERVAL).ok()?;
-                    Some(((topic, partition), (end - next).max(0)))
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
-        if let Ok(measured) = measured {
-            stats.lag.lock().extend(measured);
+        if positions != committed {
+            commit_to_group(&consumer, &positions);
+            committed = positions.clone();
         }
+        let ends = consumer.context().ends.lock().clone();
+        let measured: Vec<_> = positions
+            .into_iter()
+            .filter_map(|(partition, next)| {
+                let end = *ends.get(&partition)?;
+                Some((partition, (end - next).max(0)))
+            })
+            .collect();
+        stats.lag.lock().extend(measured);
     }
 }
 
 /// Carries out a move's command between two batches.
 fn obey(
     command: Command,
-    consumer: &StreamConsumer,
+    consumer: &ShardConsumer,
     config: &KafkaConfig,
     engine: &Engine,
     stats: &SharedStats,
@@ -314,7 +346,7 @@ fn obey(
 /// With the first message (or the error) received, takes what else arrives within `wait`.
 async fn next_batch(
     first: KafkaResult<BorrowedMessage<'_>>,
-    consumer: &StreamConsumer,
+    consumer: &ShardConsumer,
     max: usize,
     wait: Duration,
     stats: &SharedStats,
@@ -444,21 +476,18 @@ async fn produce_again(producer: &EventProducer, events: Vec<Event>) {
 
 /// Durably records the next offsets with the shards' state. Re-reading messages
 /// after a failure here is harmless: event ids make it a no-op.
-async fn record_offsets(engine: &Engine, next: &BTreeMap<(String, i32), i64>) -> bool {
+async fn record_offsets(engine: &Engine, next: &BTreeMap<(String, i32), i64>) {
     let offsets = next
         .iter()
         .map(|((topic, partition), offset)| (*partition as ShardId, topic.as_str(), *offset));
-    match engine.store_stream_offsets(offsets).await {
-        Ok(()) => true,
-        Err(error) => {
-            tracing::error!(%error, "failed to store consumer offsets");
-            false
-        }
+    if let Err(error) = engine.store_stream_offsets(offsets).await {
+        tracing::error!(%error, "failed to store consumer offsets");
     }
 }
 
-/// Mirrors stored offsets into the consumer group (best effort, for tooling).
-fn commit_to_group(consumer: &StreamConsumer, group: &str, next: &BTreeMap<(String, i32), i64>) {
+/// Mirrors consumed offsets into the consumer group (best effort, for tooling; the
+/// offsets of record are stored with each shard's state).
+fn commit_to_group(consumer: &ShardConsumer, next: &[((String, i32), i64)]) {
     let mut list = TopicPartitionList::new();
     for ((topic, partition), offset) in next {
         if list
@@ -469,12 +498,12 @@ fn commit_to_group(consumer: &StreamConsumer, group: &str, next: &BTreeMap<(Stri
         }
     }
     if let Err(error) = consumer.commit(&list, CommitMode::Async) {
-        tracing::debug!(%error, group, "group offset commit failed (stored offsets still hold)");
+        tracing::debug!(%error, "group offset commit failed (stored offsets still hold)");
     }
 }
 
 /// Refuses a topic whose partition count is not the shard count.
-async fn check_partitions(consumer: &StreamConsumer, topic: &str, shards: u16) -> Result<(), StreamError> {
+async fn check_partitions(consumer: &ShardConsumer, topic: &str, shards: u16) -> Result<(), StreamError> {
     let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
     let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len());
     if partitions != usize::from(shards) {
