@@ -21,11 +21,20 @@ use cluster_support::Cluster;
 use common::{assert_same_state, assert_status, event, json, poll_until, TestServer, Value};
 use kafka_support::EVENTS_TOPIC;
 
-const USERS: usize = 400;
+/// Users whose events the REST writers post, spread over them.
+const REST_USERS: usize = 300;
+/// Users whose events each Kafka writer produces (after the REST writers' users): most
+/// of the load, since a producer batches where a REST client waits for each answer.
+const KAFKA_USERS: usize = 1_500;
 const ITEMS: usize = 30;
-/// Threads posting events; the last one produces straight to Kafka.
-const WRITERS: usize = 4;
-/// Events per request (one per user) a writer sends at once.
+/// Threads posting events over REST.
+const REST_WRITERS: usize = 3;
+/// Threads producing events straight to Kafka, each with a producer of its own.
+const KAFKA_WRITERS: usize = 2;
+const WRITERS: usize = REST_WRITERS + KAFKA_WRITERS;
+/// Threads asking the nodes for recommendations meanwhile.
+const RECOMMENDERS: usize = 2;
+/// Events per request (one per user) a REST writer sends at once.
 const BATCH: usize = 50;
 
 fn item(n: usize) -> String {
@@ -56,8 +65,8 @@ struct Written {
 
 /// Writer `w` posts one event of each of its users per round, in batches, until
 /// `stop`: each batch to the next node, each event until it is acknowledged (the
-/// events a batch got back refused with 503 go again, alone); it asks every node for
-/// a recommendation now and then. The last writer produces to Kafka instead.
+/// events a batch got back refused with 503 go again, alone). A Kafka writer produces
+/// them instead.
 fn writer(
     w: usize,
     urls: Vec<String>,
@@ -70,13 +79,21 @@ fn writer(
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
-    let users: Vec<usize> = (w..USERS).step_by(WRITERS).collect();
+    let users: Vec<usize> = match producer {
+        Some(_) => {
+            let first = REST_USERS + (w - REST_WRITERS) * KAFKA_USERS;
+            (first..first + KAFKA_USERS).collect()
+        }
+        None => (w..REST_USERS).step_by(REST_WRITERS).collect(),
+    };
     let mut written = Written::default();
     let count = |written: &mut Written, what: &str| *written.statuses.entry(what.to_owned()).or_default() += 1;
     let mut turn = 0usize;
     let mut n = 0;
+    // The Kafka writer produces one event of each of its users at once.
+    let batch_size = if producer.is_some() { users.len() } else { BATCH };
     while !stop.load(Ordering::Relaxed) {
-        for batch in users.chunks(BATCH) {
+        for batch in users.chunks(batch_size) {
             let events: Vec<(usize, Value)> = batch.iter().map(|&u| (u, user_event(u, n))).collect();
             match &producer {
                 Some(producer) => {
@@ -135,21 +152,39 @@ fn writer(
                 written.events.entry(u).or_default().push(body);
             }
         }
-        for url in &urls {
-            let u = users[n % users.len()];
-            let request = json!({"model_id": "default", "user_id": format!("u{u}"), "session_id": format!("s{u}"),
-                                 "item_ids": (0..ITEMS).map(item).collect::<Vec<_>>()});
-            let reply = client
-                .post(format!("{url}/v1/recommend"))
-                .bearer_auth(&key)
-                .json(&request)
-                .send();
-            let status = reply.map(|reply| reply.status().as_u16()).unwrap_or(0);
-            count(&mut written, &format!("recommend {status}"));
-        }
         n += 1;
     }
     written
+}
+
+/// Asks every node in turn to rank the items for one user after another until `stop`;
+/// answers the statuses the requests got. Apart from the writers, so that a request
+/// waiting for a moving shard does not slow the stream of events down.
+fn recommender(urls: Vec<String>, key: String, stop: Arc<AtomicBool>) -> BTreeMap<String, u64> {
+    let client = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut statuses = BTreeMap::new();
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let url = &urls[n % urls.len()];
+        let u = (n * 7919) % (REST_USERS + KAFKA_WRITERS * KAFKA_USERS);
+        let request = json!({"model_id": "default", "user_id": format!("u{u}"), "session_id": format!("s{u}"),
+                             "item_ids": (0..ITEMS).map(item).collect::<Vec<_>>()});
+        let reply = client
+            .post(format!("{url}/v1/recommend"))
+            .bearer_auth(&key)
+            .json(&request)
+            .send();
+        let status = reply.map(|reply| reply.status().as_u16()).unwrap_or(0);
+        *statuses.entry(format!("recommend {status}")).or_default() += 1;
+        n += 1;
+        // A steady stream of requests, not a load test: the CPU goes to the events.
+        thread::sleep(Duration::from_millis(20));
+    }
+    statuses
 }
 
 /// Waits until every running node follows `epoch` with no move in progress and every
@@ -291,9 +326,15 @@ fn exercise(changes: Vec<Change>) {
     let urls: Vec<String> = cluster.nodes.iter().map(|node| node.base_url.clone()).collect();
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
-            let producer = (w == WRITERS - 1).then(|| cluster.broker.producer());
+            let producer = (w >= REST_WRITERS).then(|| cluster.broker.producer());
             let (urls, key, stop) = (urls.clone(), cluster.admin_key.clone(), stop.clone());
             thread::spawn(move || writer(w, urls, key, producer, stop))
+        })
+        .collect();
+    let recommenders: Vec<_> = (0..RECOMMENDERS)
+        .map(|_| {
+            let (urls, key, stop) = (urls.clone(), cluster.admin_key.clone(), stop.clone());
+            thread::spawn(move || recommender(urls, key, stop))
         })
         .collect();
     let load_started = Instant::now();
@@ -328,6 +369,11 @@ fn exercise(changes: Vec<Change>) {
             *statuses.entry(what).or_default() += count;
         }
     }
+    for recommender in recommenders {
+        for (what, count) in recommender.join().expect("a recommender panicked") {
+            *statuses.entry(what).or_default() += count;
+        }
+    }
     let acknowledged: usize = events.values().map(Vec::len).sum();
     durations.sort_unstable();
     let percentile = |p: f64| durations[((durations.len() - 1) as f64 * p).round() as usize];
@@ -344,6 +390,26 @@ fn exercise(changes: Vec<Change>) {
         "no request got a 500: {statuses:?}"
     );
     assert!(acknowledged > 1_000, "the load ran: {acknowledged} events");
+
+    // Every node has consumed its partitions to their end (so a difference below is a
+    // lost or doubled event, not one still on its way).
+    for node in &cluster.nodes {
+        poll_until(Duration::from_secs(120), "each node's partitions consumed", || {
+            let (_, stats) = node.admin_get("/v1/admin/stats");
+            let lag = &stats["kafka"]["lag_by_shard"];
+            let behind: Vec<String> = stats["cluster"]["local_shards"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|shard| lag[shard.to_string()].as_i64().unwrap_or(1) != 0)
+                .map(|shard| format!("{shard}: {}", lag[shard.to_string()]))
+                .collect();
+            match behind.is_empty() {
+                true => Ok(()),
+                false => Err(format!("{}: lag {behind:?}", node.base_url)),
+            }
+        });
+    }
 
     // The same events, user by user in the order they were acknowledged, on one node.
     for user_events in events.values() {
