@@ -138,8 +138,9 @@ struct RecommendResponse {
 struct RankedItem {
     id: String,
     score: f32,
-    /// The duplicate-group echo (SPEC recommend rule 1); absent for unique ids.
-    #[serde(skip_serializing_if = "Map::is_empty")]
+    /// The duplicate-group echo (SPEC recommend rule 1), as fields of the item itself
+    /// beside `id` and `score`; none for unique ids.
+    #[serde(flatten)]
     attributes: Map<String, Value>,
 }
 

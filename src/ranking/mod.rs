@@ -132,7 +132,8 @@ pub struct Ranked {
     pub id: String,
     pub score: f32,
     /// For an id given more than once: the request attributes whose values differ
-    /// within its group (SPEC recommend rule 1). Empty for unique ids.
+    /// within its group (SPEC recommend rule 1), but never `id` or `score`, which
+    /// the echo would overwrite in the response item. Empty for unique ids.
     pub echoed: Map<String, Value>,
     /// The features it was scored with, for models over them.
     pub features: Option<FeatureVector>,
@@ -166,6 +167,9 @@ pub fn rank(
         .collect())
 }
 
+/// Attributes a duplicate-group echo leaves out: the response item's own fields.
+const ECHO_CLASHES: [&str; 2] = ["id", "score"];
+
 /// For each candidate whose id occurs more than once: its own values of the
 /// attributes that differ within the group.
 fn duplicate_echoes(candidates: &[Candidate]) -> HashMap<usize, Map<String, Value>> {
@@ -179,7 +183,11 @@ fn duplicate_echoes(candidates: &[Candidate]) -> HashMap<usize, Map<String, Valu
     }
     let mut echoes = HashMap::new();
     for members in groups.values().filter(|members| members.len() > 1) {
-        let mut names: Vec<&String> = members.iter().flat_map(|&i| candidates[i].attributes.keys()).collect();
+        let mut names: Vec<&String> = members
+            .iter()
+            .flat_map(|&i| candidates[i].attributes.keys())
+            .filter(|name| !ECHO_CLASHES.contains(&name.as_str()))
+            .collect();
         names.sort();
         names.dedup();
         let differing: Vec<&String> = names
