@@ -203,6 +203,12 @@ fn timestamp_forms() {
             json!(1_700_000_000_123_i64),
             Utc.timestamp_millis_opt(1_700_000_000_123).unwrap(),
         ),
+        // Every ISO 8601 form with a date; no offset is UTC; a date alone is midnight.
+        (json!("2026-11-23"), Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap()),
+        (json!("2026-11-23T08:30:00"), Utc.with_ymd_and_hms(2026, 11, 23, 8, 30, 0).unwrap()),
+        (json!("20261123T083000+0100"), Utc.with_ymd_and_hms(2026, 11, 23, 7, 30, 0).unwrap()),
+        (json!("2026-W48-1"), Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap()),
+        (json!("2026-327"), Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap()),
     ];
     for (index, (sent, expected)) in cases.into_iter().enumerate() {
         let id = format!("ts-{index}");
@@ -212,6 +218,11 @@ fn timestamp_forms() {
         );
         server.ingest_ok(body);
         let stored = server.stored_event(&id);
+        // Normalised to RFC 3339 whatever form came in.
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(stored["original_timestamp"].as_str().unwrap()).is_ok(),
+            "{stored}"
+        );
         assert_eq!(parse_time(&stored["original_timestamp"]), expected, "{sent}: {stored}");
         assert_eq!(parse_time(&stored["server_timestamp"]), expected, "{sent}: {stored}");
     }
@@ -229,7 +240,7 @@ fn timestamp_forms() {
             &format!("timestamp {bad}"),
         );
     }
-    assert_eq!(server.user_state("u-ts")["event_count"], 4);
+    assert_eq!(server.user_state("u-ts")["event_count"], 9);
 }
 
 #[test]
@@ -308,11 +319,7 @@ fn bulk_partial_and_total_rejection() {
         "application/json",
     );
     assert_error(&raw, 400, "malformed_json", "truncated JSON");
-    for body in [
-        json!({"events": 5}),
-        json!([event("scroll", json!({"uid": "u1"}))]),
-        json!(5),
-    ] {
+    for body in [json!({"events": 5}), json!(5), json!([])] {
         assert_error(&server.ingest(body.clone()), 422, "validation_error", &body.to_string());
     }
 }
@@ -340,8 +347,8 @@ fn engagement_format_on_both_paths() {
         );
         assert_eq!(stored["type"], "view");
 
-        // Standard-type rules do not apply: a click without click_type is fine.
-        let mut array = vec![engagement("click", &uid, &sid, json!({"item_id": "p2"}))];
+        // The standard types need the same fields as on `/v1/events`, from `properties`.
+        let mut array = vec![engagement("click", &uid, &sid, json!({"item_id": "p2", "click_type": "tile"}))];
         for missing in ["userId", "sessionId", "timestamp", "properties"] {
             let mut bad = engagement("click", &uid, &sid, json!({"item_id": "px"}));
             bad.as_object_mut().unwrap().remove(missing);
@@ -356,10 +363,13 @@ fn engagement_format_on_both_paths() {
             &sid,
             json!({"item_id": "p3", "order_id": "o1", "total_value": 9.5, "currency": "EUR"}),
         ));
+        array.push(engagement("click", &uid, &sid, json!({})));
+        array.push(engagement("page_view", &uid, &sid, json!({"item_id": "p1"})));
+        array.push(engagement("conversion", &uid, &sid, json!({"item_id": "p3"})));
         let reply = server.admin_post(path, json!(array));
         let ids = assert_ingested(&reply, 3, 0, path);
         let indices: Vec<u64> = rejections(&reply.1["rejected"], path).iter().map(|r| r.0).collect();
-        assert_eq!(indices, [1, 2, 3, 4], "{path}");
+        assert_eq!(indices, [1, 2, 3, 4, 7, 8, 9], "{path}");
         assert_eq!(
             parse_time(&server.stored_event(&ids[1])["original_timestamp"]),
             Utc.timestamp_millis_opt(1_700_000_000_500).unwrap()
@@ -390,7 +400,9 @@ fn engagement_format_on_both_paths() {
                 .collect::<Vec<_>>(),
             [0, 1]
         );
-        assert_error(&server.admin_post(path, json!(5)), 422, "validation_error", path);
+        // This endpoint's errors are 400s (SPEC "Errors").
+        assert_error(&server.admin_post(path, json!(5)), 400, "validation_error", path);
+        assert_error(&server.admin_post(path, json!([])), 400, "validation_error", path);
         let raw = server.raw(Method::POST, path, &server.admin_key, b"[{", "application/json");
         assert_error(&raw, 400, "malformed_json", path);
         assert_eq!(
@@ -506,4 +518,28 @@ fn scopes() {
         assert_status(&server.admin_get(&path), 200, &path);
     }
     assert_eq!(server.session_state("s-sc")["event_count"], 2);
+}
+
+/// Every bulk endpoint takes both the bare array and the wrapped form.
+#[test]
+fn bulk_bodies_take_the_bare_array_and_the_wrapped_form() {
+    let server = TestServer::start();
+    let items = json!({"items": [{"id": "w1", "title": "a"}, {"id": "w2", "title": "b"}]});
+    let result = assert_status(&server.admin_put(ITEMS, items), 200, "wrapped items").clone();
+    assert_eq!((&result["upserted"], &result["failed"]), (&json!(2), &json!([])), "{result}");
+    let users = json!([{"uid": "wu1"}, {"uid": "wu2", "age": 3}]);
+    let result = assert_status(&server.admin_post("/v1/users", users), 200, "bare users").clone();
+    assert_eq!(result["users"].as_array().map(Vec::len), Some(2), "{result}");
+    let events = json!([
+        event("scroll", json!({"id": "wb1", "uid": "wu1"})),
+        event("scroll", json!({"id": "wb2", "uid": "wu2"})),
+    ]);
+    assert_ingested(&server.ingest(events), 2, 0, "bare events");
+    for path in ENGAGEMENT_PATHS {
+        let sid = format!("ws{}", path.len());
+        let view = json!({"type": "view", "userId": "wu1", "sessionId": sid, "timestamp": rfc3339_ms(now()),
+                          "properties": {"item_id": "w1"}});
+        assert_ingested(&server.admin_post(path, json!({ "events": [view] })), 1, 0, path);
+    }
+    assert_eq!(server.user_state("wu1")["event_count"], 1 + ENGAGEMENT_PATHS.len());
 }

@@ -2,7 +2,6 @@
 //! chat: parsed and validated here; `service::embedded_events` folds them into the
 //! request's ranking context.
 
-use chrono::NaiveDateTime;
 use serde_json::{Map, Value};
 
 use super::ApiError;
@@ -10,22 +9,6 @@ pub use crate::service::embedded_events::EmbeddedEvent;
 
 /// Most embedded events in one request.
 pub const MAX_EMBEDDED_EVENTS: usize = 1_000;
-
-/// ISO 8601 date-times: RFC 3339, or without an offset (read as UTC), or a date alone.
-fn parse_iso8601(text: &str) -> Option<i64> {
-    if let Some(millis) = crate::time::parse_rfc3339(text) {
-        return Some(millis);
-    }
-    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"] {
-        if let Ok(time) = NaiveDateTime::parse_from_str(text, format) {
-            return Some(time.and_utc().timestamp_millis());
-        }
-    }
-    chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .ok()
-        .and_then(|date| date.and_hms_opt(0, 0, 0))
-        .map(|time| time.and_utc().timestamp_millis())
-}
 
 /// The `events` of a request body: absent or null is none; otherwise an array of
 /// objects, each with an ISO 8601 `timestamp` and a non-empty `type`, and
@@ -56,7 +39,7 @@ fn embedded_event(index: usize, event: &Value) -> Result<EmbeddedEvent, ApiError
     let timestamp = match event.get("timestamp") {
         None | Some(Value::Null) => return Err(invalid("\"timestamp\" is required")),
         Some(Value::String(text)) => {
-            parse_iso8601(text).ok_or_else(|| invalid("\"timestamp\" must be an ISO 8601 date-time"))?
+            crate::time::parse_iso8601(text).ok_or_else(|| invalid("\"timestamp\" must be an ISO 8601 date-time"))?
         }
         Some(_) => return Err(invalid("\"timestamp\" must be an ISO 8601 string")),
     };

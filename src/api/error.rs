@@ -17,7 +17,8 @@ pub enum ApiError {
     /// The body is not JSON (400).
     #[error("request body is not valid JSON: {0}")]
     MalformedJson(String),
-    /// An invalid combination of parameters (400 `validation_error`).
+    /// An invalid combination of parameters, or a body of the wrong shape where the
+    /// SPEC says 400 (`/catalog/engagement`) (400 `validation_error`).
     #[error("{0}")]
     InvalidCombination(String),
     /// Every item of a bulk request was refused (400 `validation_error`, each in `details`).

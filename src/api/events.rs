@@ -25,9 +25,10 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     }
                 }
                 event @ Value::Object(_) => vec![event],
+                Value::Array(events) => events,
                 _ => {
                     return Err(ApiError::validation(
-                        "the body must be an event object or {\"events\": [...]}",
+                        "the body must be an event object, {\"events\": [...]} or an array of events",
                     ))
                 }
             };
@@ -36,13 +37,27 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
             })
             .await
         }
+        // SPEC "Errors": this endpoint's malformed bodies are 400s, not 422s.
         Endpoint::Engagement => {
             let events = match request.json_value()? {
+                Value::Array(events) if events.is_empty() => {
+                    return Err(ApiError::InvalidCombination("no events in the request".into()))
+                }
                 Value::Array(events) => events,
+                Value::Object(mut object) if object.contains_key("events") && !object.contains_key("type") => {
+                    match object.remove("events") {
+                        Some(Value::Array(events)) if !events.is_empty() => events,
+                        _ => {
+                            return Err(ApiError::InvalidCombination(
+                                "\"events\" must be a non-empty array of engagement events".into(),
+                            ))
+                        }
+                    }
+                }
                 event @ Value::Object(_) => vec![event],
                 _ => {
-                    return Err(ApiError::validation(
-                        "the body must be an engagement event or an array of them",
+                    return Err(ApiError::InvalidCombination(
+                        "the body must be an engagement event or an array of them".into(),
                     ))
                 }
             };

@@ -128,7 +128,7 @@ fn optional_time(object: &mut Map<String, Value>, field: &str) -> Result<Option<
         None | Some(Value::Null) => Ok(None),
         Some(value) => parse_time_value(&value)
             .map(Some)
-            .ok_or_else(|| invalid(format!("{field:?} must be an RFC 3339 time or a unix number"))),
+            .ok_or_else(|| invalid(format!("{field:?} must be an ISO 8601 time with a date, or a unix number"))),
     }
 }
 
@@ -181,33 +181,12 @@ pub fn decode_v1(value: Value, now_millis: i64, new_id: impl FnOnce() -> String)
         Some(value) => string_array(value, "item_ids")?,
     };
     let item_id_relation = optional_string(&mut object, "item_id_relation")?;
-    let rank = match object.remove("rank") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(
-            value
-                .as_u64()
-                .ok_or_else(|| invalid("\"rank\" must be an integer >= 0"))?,
-        ),
-    };
-    let dwell_ms = match object.remove("dwell_ms") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(
-            value
-                .as_f64()
-                .filter(|d| *d >= 0.0)
-                .ok_or_else(|| invalid("\"dwell_ms\" must be a number >= 0"))?,
-        ),
-    };
+    let (rank, dwell_ms) = (rank(&mut object)?, dwell_ms(&mut object)?);
     let query = match optional_string(&mut object, "search_query")? {
         Some(query) => Some(query),
         None => optional_string(&mut object, "query")?,
     };
-    let mut links = Map::new();
-    for field in LINK_FIELDS {
-        if let Some(text) = optional_string(&mut object, field)? {
-            links.insert(field.into(), Value::String(text));
-        }
-    }
+    let links = links(&mut object)?;
     check_properties(&object)?;
     let event = Event {
         id,
@@ -229,6 +208,42 @@ pub fn decode_v1(value: Value, now_millis: i64, new_id: impl FnOnce() -> String)
     };
     check_standard_type(&event)?;
     Ok(event)
+}
+
+/// The standard `rank` field: an integer >= 0.
+fn rank(object: &mut Map<String, Value>) -> Result<Option<u64>, InvalidEvent> {
+    match object.remove("rank") {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => Ok(Some(
+            value
+                .as_u64()
+                .ok_or_else(|| invalid("\"rank\" must be an integer >= 0"))?,
+        )),
+    }
+}
+
+/// The standard `dwell_ms` field: a number >= 0.
+fn dwell_ms(object: &mut Map<String, Value>) -> Result<Option<f64>, InvalidEvent> {
+    match object.remove("dwell_ms") {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => Ok(Some(
+            value
+                .as_f64()
+                .filter(|d| *d >= 0.0)
+                .ok_or_else(|| invalid("\"dwell_ms\" must be a number >= 0"))?,
+        )),
+    }
+}
+
+/// The link and standard-type string fields ([`LINK_FIELDS`]) taken out of `object`.
+fn links(object: &mut Map<String, Value>) -> Result<Map<String, Value>, InvalidEvent> {
+    let mut links = Map::new();
+    for field in LINK_FIELDS {
+        if let Some(text) = optional_string(object, field)? {
+            links.insert(field.into(), Value::String(text));
+        }
+    }
+    Ok(links)
 }
 
 /// The mandatory fields of SPEC "Events" for the standard types.
@@ -276,19 +291,20 @@ pub fn decode_engagement(
         Some(_) => return Err(invalid("\"properties\" must be an object")),
     };
     let id = optional_string(&mut object, "id")?.unwrap_or_else(new_id);
+    // The standard fields live in `properties` in this format; the standard types
+    // need the same of them as in `POST /v1/events`.
     let item_id = optional_string(&mut properties, "item_id")?;
     let item_ids = match properties.remove("item_ids") {
         None | Some(Value::Null) => Vec::new(),
         Some(value) => string_array(value, "item_ids")?,
     };
+    let item_id_relation = optional_string(&mut properties, "item_id_relation")?;
+    let (rank, dwell_ms) = (rank(&mut properties)?, dwell_ms(&mut properties)?);
     let query = optional_string(&mut properties, "query")?;
-    let mut links = Map::new();
-    if let Some(page_type) = optional_string(&mut properties, "page_type")? {
-        links.insert("page_type".into(), Value::String(page_type));
-    }
+    let links = links(&mut properties)?;
     properties.extend(object);
     check_properties(&properties)?;
-    Ok(Event {
+    let event = Event {
         id,
         event_type,
         original_timestamp: timestamp,
@@ -299,13 +315,15 @@ pub fn decode_engagement(
         cid: None,
         item_id,
         item_ids,
-        item_id_relation: None,
-        rank: None,
-        dwell_ms: None,
+        item_id_relation,
+        rank,
+        dwell_ms,
         query,
         links,
         properties,
-    })
+    };
+    check_standard_type(&event)?;
+    Ok(event)
 }
 
 /// An event of a shard's log, with the affinity keys of its items looked up once.
@@ -394,5 +412,25 @@ mod tests {
             || "g".into()
         )
         .is_err());
+        // The standard types need the same fields as in `POST /v1/events`.
+        for (event_type, properties) in [
+            ("click", json!({})),
+            ("click", json!({"item_id": "i"})),
+            ("page_view", json!({})),
+            ("conversion", json!({"item_id": "i"})),
+            ("impression", json!({"item_id": "i"})),
+            ("dwell_time", json!({"dwell_ms": -1})),
+        ] {
+            let body = json!({"type": event_type, "userId": "u", "sessionId": "s", "timestamp": 1, "properties": properties});
+            assert!(decode_engagement(body.clone(), 5, || "g".into()).is_err(), "{body}");
+        }
+        let click = decode_engagement(
+            json!({"type": "click", "userId": "u", "sessionId": "s", "timestamp": 1,
+                   "properties": {"item_id": "i", "click_type": "tile", "rank": 2}}),
+            5,
+            || "g".into(),
+        )
+        .unwrap();
+        assert_eq!((click.rank, click.links["click_type"].as_str()), (Some(2), Some("tile")));
     }
 }

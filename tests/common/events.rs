@@ -12,7 +12,7 @@ use super::{assert_error_body, assert_status, now, parse_time, rfc3339_ms, TestS
 
 pub const EVENTS: &str = "/v1/events";
 /// The two paths of the engagement format.
-pub const ENGAGEMENT_PATHS: [&str; 2] = ["/catalog/engagement", "/cds/engagement"];
+pub const ENGAGEMENT_PATHS: [&str; 3] = ["/catalog/engagement", "/cds/engagement", "/v1/catalog/engagement"];
 
 /// `/v1/events/{id}`
 pub fn event_path(id: &str) -> String {

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::CatalogError;
-use crate::time::{parse_rfc3339, parse_time_value};
+use crate::time::{parse_iso8601, parse_time_value};
 
 /// Longest string value, in bytes.
 pub const MAX_STRING_BYTES: usize = 16 * 1024;
@@ -76,7 +76,7 @@ impl FieldType {
             Value::Bool(_) => FieldType::Boolean,
             Value::Number(_) => FieldType::Number,
             Value::String(_) if declared_relation => FieldType::Relation,
-            Value::String(text) if parse_rfc3339(text).is_some() => FieldType::Time,
+            Value::String(text) if parse_iso8601(text).is_some() => FieldType::Time,
             Value::String(_) => FieldType::String,
             Value::Array(values) if declared_relation && values.iter().all(Value::is_string) => FieldType::Relation,
             Value::Array(values) if !values.is_empty() && values.iter().all(Value::is_number) => FieldType::Embedding,
