@@ -354,3 +354,55 @@ fn soft_delete_and_purge() {
         "unknown table",
     );
 }
+
+/// PUT replaces a whole item or user; PATCH merges fields into the stored one (a
+/// null removes a field) and keeps its created_at; a soft delete keeps the fields.
+#[test]
+fn patch_merges_and_put_replaces() {
+    let server = TestServer::start();
+    let first = json!({"id": "m1", "_table": "merge", "title": "Kayak", "price": 40, "tags": ["water"]});
+    assert_status(&server.admin_put(ITEM, first), 200, "put");
+    let before = server.admin_get(&item_path("merge", "m1")).1;
+    wait_for_clock_past(parse_time(&before["updated_at"]));
+    let reply = server.admin_patch(
+        &item_path("merge", "m1"),
+        json!({"price": 35, "tags": null, "color": "red", "id": "other", "_table": "elsewhere"}),
+    );
+    let ack = assert_status(&reply, 200, "patch");
+    assert_eq!((&ack["id"], &ack["_table"]), (&json!("m1"), &json!("merge")), "{ack}");
+    let after = server.admin_get(&item_path("merge", "m1")).1;
+    assert_eq!(after["title"], "Kayak", "{after}");
+    assert_eq!(after["price"], 35, "{after}");
+    assert_eq!(after["color"], "red", "{after}");
+    assert!(after.get("tags").is_none(), "null removes a field: {after}");
+    assert_eq!(after["created_at"], before["created_at"]);
+    assert!(parse_time(&after["updated_at"]) > parse_time(&before["updated_at"]));
+    assert_error(&server.admin_get(&item_path("elsewhere", "m1")), 404, "not_found", "the path names the row");
+
+    // A patch is checked like an upsert; nothing changes when it fails.
+    let bad = server.admin_patch(&item_path("merge", "m1"), json!({"price": "cheap", "title": "x"}));
+    assert_error(&bad, 422, "type_mismatch", "patch mismatch");
+    assert_eq!(server.admin_get(&item_path("merge", "m1")).1["title"], "Kayak");
+    assert_error(&server.admin_patch(&item_path("merge", "absent"), json!({"price": 1})), 404, "not_found", "absent");
+    assert_error(&server.admin_patch(&item_path("merge", "m1"), json!([1])), 422, "validation_error", "array body");
+
+    // PUT replaces: fields it does not name are gone.
+    assert_status(&server.admin_put(ITEM, json!({"id": "m1", "_table": "merge", "price": 30})), 200, "replace");
+    let replaced = server.admin_get(&item_path("merge", "m1")).1;
+    assert!(replaced.get("title").is_none() && replaced.get("color").is_none(), "{replaced}");
+
+    // A soft delete keeps the fields; a patch can restore the item.
+    assert_status(&server.admin_delete(&item_path("merge", "m1")), 200, "soft delete");
+    let deleted = server.admin_get(&item_path("merge", "m1")).1;
+    assert_eq!((&deleted["is_deleted"], &deleted["price"]), (&json!(true), &json!(30)), "{deleted}");
+    assert_status(&server.admin_patch(&item_path("merge", "m1"), json!({"is_deleted": false})), 200, "restore");
+    assert_eq!(server.admin_get(&item_path("merge", "m1")).1["is_deleted"], false);
+
+    // Users merge the same way; their created_at is system-set.
+    let user = assert_status(&server.admin_post("/v1/users", json!({"uid": "pu1", "age": 30, "status": "new"})), 200, "user").clone();
+    let patched = server.admin_patch("/v1/users/pu1", json!({"status": "gold", "age": null, "created_at": "2001-01-01"}));
+    let patched = assert_status(&patched, 200, "patch user");
+    assert_eq!((&patched["status"], patched.get("age")), (&json!("gold"), None), "{patched}");
+    assert_eq!(patched["created_at"], user["created_at"]);
+    assert_error(&server.admin_patch("/v1/users/nobody", json!({"a": 1})), 404, "not_found", "absent user");
+}

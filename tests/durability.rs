@@ -22,7 +22,7 @@ fn graceful_restart_keeps_acknowledged_writes() {
     let items = [
         json!({"id": "p1", "_table": "shop", "title": "Kayak", "price": 49.5, "in_stock": true,
                "tags": ["water"], "released": "2024-05-01T10:00:00Z", "vector": [0.5, 0.25],
-               "brand": "b1", "meta": {"k": "v"}, "score": 1_700_000_000}),
+               "brand": "b1", "meta": ["k", "v"], "score": 1_700_000_000}),
         json!({"id": "p2", "_table": "shop", "title": "Canoe", "price": 30}),
         json!({"id": "p3", "_table": "shop", "title": "Raft", "price": 20}),
     ];

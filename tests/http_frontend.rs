@@ -56,9 +56,9 @@ fn health_routing_errors_and_graceful_stop() {
         ("DELETE", "/v1/catalog/table", &["PUT"]),
         ("POST", "/v1/catalog/item", &["PUT"]),
         ("GET", "/v1/catalog/items", &["PUT"]),
-        ("PUT", "/v1/catalog/item/items/x", &["GET", "DELETE"]),
+        ("PUT", "/v1/catalog/item/items/x", &["GET", "PATCH", "DELETE"]),
         ("GET", "/v1/users", &["POST"]),
-        ("PATCH", "/v1/users/u1", &["GET", "DELETE"]),
+        ("PUT", "/v1/users/u1", &["GET", "PATCH", "DELETE"]),
         ("PUT", "/v1/admin/keys", &["GET", "POST"]),
         ("POST", "/healthz", &["GET"]),
     ];

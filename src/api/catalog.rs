@@ -71,6 +71,11 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
         }
         (Endpoint::CatalogItems, _) => put_items(state, &request).await,
         (Endpoint::CatalogItemNamed, &Method::GET) => ok(&services.get_item(&request.params[0], &request.params[1])?),
+        (Endpoint::CatalogItemNamed, &Method::PATCH) => {
+            let (table, id) = (&request.params[0], &request.params[1]);
+            let stored = services.patch_item(table, id, patch_body(&request)?).await?;
+            ok(&item_ack(&stored))
+        }
         (Endpoint::CatalogItemNamed, _) => {
             let (table, id) = (&request.params[0], &request.params[1]);
             let purge = request.query_flag("purge");
@@ -84,11 +89,14 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
 /// Bulk upsert: a JSON array, or NDJSON (one object per line). Rows that fail are
 /// reported by index; the others are stored.
 async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
-    let parsed: Vec<Result<Value, ApiError>> = if request.body.trim_ascii_start().starts_with(b"[") {
+    let start = request.body.trim_ascii_start();
+    let parsed: Vec<Result<Value, ApiError>> = if start.starts_with(b"[") {
         match request.json_value()? {
             Value::Array(rows) => rows.into_iter().map(Ok).collect(),
             _ => unreachable!("a JSON document starting with '[' is an array"),
         }
+    } else if let Some(rows) = wrapped_items(request)? {
+        rows.into_iter().map(Ok).collect()
     } else {
         let lines = request
             .body
@@ -118,6 +126,32 @@ async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpRespons
     }
     failed.sort_by_key(|failure| failure["index"].as_u64());
     ok(&json!({ "upserted": upserted, "failed": failed }))
+}
+
+/// The wrapped form of a bulk body, `{"items": [...]}` (as users and events are sent),
+/// when the body is one JSON object of that shape; `None` leaves it to NDJSON.
+fn wrapped_items(request: &ApiRequest) -> Result<Option<Vec<Value>>, ApiError> {
+    let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(&request.body) else {
+        return Ok(None);
+    };
+    if object.contains_key("id") || !object.contains_key("items") {
+        return Ok(None);
+    }
+    match object.remove("items") {
+        Some(Value::Array(rows)) => Ok(Some(rows)),
+        _ => Err(ApiError::validation("\"items\" must be an array of item objects")),
+    }
+}
+
+/// A `PATCH` body: a JSON object of the fields to set (null removes one). The id and
+/// table come from the path.
+pub fn patch_body(request: &ApiRequest) -> Result<Map<String, Value>, ApiError> {
+    match request.json_value()? {
+        Value::Object(patch) => Ok(patch),
+        _ => Err(ApiError::validation(
+            "the body must be a JSON object of the fields to change (null removes one)",
+        )),
+    }
 }
 
 /// The response to a single upsert: the reserved fields of the stored item.

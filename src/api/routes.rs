@@ -65,6 +65,7 @@ const PUT: &[Method] = &[Method::PUT];
 const POST: &[Method] = &[Method::POST];
 const GET_POST: &[Method] = &[Method::GET, Method::POST];
 const GET_DELETE: &[Method] = &[Method::GET, Method::DELETE];
+const GET_PATCH_DELETE: &[Method] = &[Method::GET, Method::PATCH, Method::DELETE];
 const DELETE: &[Method] = &[Method::DELETE];
 
 impl Endpoint {
@@ -161,13 +162,14 @@ impl Endpoint {
             ["v1", "events", _] => Endpoint::Event,
             ["v1", "internal", "events"] => Endpoint::InternalEvents,
             ["v1", "internal", "sessions", "claim"] => Endpoint::InternalSessionClaim,
-            ["catalog" | "cds", "engagement"] => Endpoint::Engagement,
+            // The SPEC's routes outside /v1 are served under /v1 too, and the other way round.
+            ["catalog" | "cds", "engagement"] | ["v1", "catalog" | "cds", "engagement"] => Endpoint::Engagement,
             ["v1", "recommend"] => Endpoint::Recommend,
             ["v1", "recommend", "module"] => Endpoint::RecommendModule,
             ["chat"] | ["v1", "chat"] => Endpoint::Chat,
             ["v1", "search"] => Endpoint::Search,
             ["v1", "search", "rerank"] | ["search", "rerank"] => Endpoint::SearchRerank,
-            ["embed"] => Endpoint::Embed,
+            ["embed"] | ["v1", "embed"] => Endpoint::Embed,
             _ => return None,
         };
         let params = match endpoint {
@@ -203,7 +205,8 @@ impl Endpoint {
             Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
                 PUT
             }
-            Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed | Endpoint::User => GET_DELETE,
+            Endpoint::CatalogTableNamed => GET_DELETE,
+            Endpoint::CatalogItemNamed | Endpoint::User => GET_PATCH_DELETE,
             Endpoint::Users
             | Endpoint::Events
             | Endpoint::InternalEvents

@@ -12,36 +12,44 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
     let services = &state.services;
     match (endpoint, &request.method) {
         (Endpoint::Users, _) => {
-            let body = request.json_value()?;
-            match body {
+            let users = match request.json_value()? {
+                // Many users: `{"users": [...]}` or a bare array.
+                Value::Array(users) => users,
                 Value::Object(mut object) if object.contains_key("users") && !object.contains_key("uid") => {
-                    let Some(Value::Array(users)) = object.remove("users") else {
-                        return Err(ApiError::validation("\"users\" must be an array of user objects"));
-                    };
-                    let mut stored = Vec::new();
-                    let mut failed = Vec::new();
-                    for (index, result) in services.upsert_users(users).await?.into_iter().enumerate() {
-                        match result {
-                            Ok(user) => stored.push(Value::Object(user)),
-                            Err(error) => failed.push(row_failure(index, error)),
-                        }
+                    match object.remove("users") {
+                        Some(Value::Array(users)) => users,
+                        _ => return Err(ApiError::validation("\"users\" must be an array of user objects")),
                     }
-                    ok(&json!({ "users": stored, "failed": failed }))
                 }
-                Value::Object(_) => {
+                user @ Value::Object(_) => {
                     let user = services
-                        .upsert_users(vec![body])
+                        .upsert_users(vec![user])
                         .await?
                         .pop()
                         .expect("one result per row")?;
-                    ok(&user)
+                    return ok(&user);
                 }
-                _ => Err(ApiError::validation(
-                    "the body must be a user object or {\"users\": [...]}",
-                )),
+                _ => {
+                    return Err(ApiError::validation(
+                        "the body must be a user object, {\"users\": [...]} or an array of users",
+                    ))
+                }
+            };
+            let mut stored = Vec::new();
+            let mut failed = Vec::new();
+            for (index, result) in services.upsert_users(users).await?.into_iter().enumerate() {
+                match result {
+                    Ok(user) => stored.push(Value::Object(user)),
+                    Err(error) => failed.push(row_failure(index, error)),
+                }
             }
+            ok(&json!({ "users": stored, "failed": failed }))
         }
         (Endpoint::User, &Method::GET) => ok(&services.get_user(&request.params[0])?),
+        (Endpoint::User, &Method::PATCH) => {
+            let patch = super::catalog::patch_body(&request)?;
+            ok(&services.patch_user(&request.params[0], patch).await?)
+        }
         (Endpoint::User, _) => {
             let uid = &request.params[0];
             let events_removed = services.delete_user(uid).await?;

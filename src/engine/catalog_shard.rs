@@ -156,6 +156,52 @@ fn fail_all(prepared: Vec<Result<super::catalog::PreparedRow, CatalogError>>, me
         .collect()
 }
 
+/// Merges `patch` into a stored row (JSON merge patch, RFC 7396: a field set to null
+/// is removed) and stores the result as an upsert of the whole row would, on this
+/// actor, so that no other write to the row comes in between. The id and table are
+/// the ones named; reserved times stay the stored ones.
+pub struct PatchRow {
+    pub kind: RowKind,
+    pub table: String,
+    pub id: String,
+    pub patch: Map<String, Value>,
+}
+
+impl Message for PatchRow {
+    type Result = RowResult;
+}
+
+impl Handler<PatchRow> for CatalogShard {
+    type Result = RowResult;
+
+    fn handle(&mut self, message: PatchRow, context: &mut Context<Self>) -> Self::Result {
+        let PatchRow { kind, table, id, patch } = message;
+        let key = self.row_key(kind, &table, &id);
+        let stored = self
+            .storage
+            .get(kind.cf(), &key)?
+            .ok_or_else(|| CatalogError::NotFound(format!("{} {id:?} in table {table:?}", kind.noun())))?;
+        let mut row: Map<String, Value> = serde_json::from_slice(&stored).map_err(|error| {
+            CatalogError::Invalid(format!("the stored {} cannot be read: {error}", kind.noun()))
+        })?;
+        for (field, value) in patch {
+            match value {
+                Value::Null => {
+                    row.remove(&field);
+                }
+                value => {
+                    row.insert(field, value);
+                }
+            }
+        }
+        row.insert(kind.id_field().into(), Value::String(id));
+        row.insert("_table".into(), Value::String(table));
+        let rows = vec![Value::Object(row)];
+        let MessageResult(mut results) = self.handle(UpsertRows { kind, rows }, context);
+        results.pop().expect("one result per row")
+    }
+}
+
 /// Soft-deletes an item (`is_deleted: true`), or removes it with `purge`.
 pub struct DeleteItem {
     pub table: String,

@@ -31,7 +31,7 @@ use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{shard_for, Ownership, ShardId};
 use catalog::{id_of, CatalogError, FieldType, ItemReader, Relation, RowKind, TableRecord, TableRegistry, USERS_TABLE};
 pub use catalog_shard::{CatalogShard, RowResult};
-use catalog_shard::{DeleteItem, DeleteUser, DropTableRows, PutTable, UpsertRows};
+use catalog_shard::{DeleteItem, DeleteUser, DropTableRows, PatchRow, PutTable, UpsertRows};
 pub use live_actor::{LiveActor, SessionActor, UserActor};
 pub use live_state_error::LiveStateError;
 pub use shard_host::Projection;
@@ -283,6 +283,7 @@ impl Engine {
     /// Upserts rows (items or users), each on the shard its id hashes to. Results
     /// come back in request order; one bad row does not stop the others.
     pub async fn upsert_rows(&self, kind: RowKind, rows: Vec<Value>) -> Vec<RowResult> {
+        catalog::type_new_fields_in_order(kind, &rows, &self.tables);
         let routed = rows
             .into_iter()
             .map(|row| {
@@ -542,6 +543,24 @@ impl Engine {
             reason: error.to_string(),
         })?;
         Ok(Some(row))
+    }
+
+    /// Merges `patch` into a stored item or user (a null removes a field); the row
+    /// must exist.
+    pub async fn patch_row(
+        &self,
+        kind: RowKind,
+        table: &str,
+        id: &str,
+        patch: Map<String, Value>,
+    ) -> Result<Map<String, Value>, CatalogError> {
+        let message = PatchRow {
+            kind,
+            table: table.to_owned(),
+            id: id.to_owned(),
+            patch,
+        };
+        self.ask(self.shard_of(id), message).await?
     }
 
     /// Soft-deletes (or purges) an item.

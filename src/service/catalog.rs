@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::{ServiceError, Services};
-use crate::engine::catalog::RowKind;
+use crate::engine::catalog::{RowKind, USERS_TABLE};
 pub use crate::engine::catalog::{FieldType, Relation, TableRecord};
 use crate::stream::catalog_log::CatalogChange;
 
@@ -96,6 +96,33 @@ impl Services {
         Ok(results)
     }
 
+    /// Merges `patch` into a stored item (a null removes a field) and, in a cluster,
+    /// hands the whole stored row to the other nodes.
+    pub async fn patch_item(&self, table: &str, id: &str, patch: Map<String, Value>) -> Result<Row, ServiceError> {
+        self.patch_row(RowKind::Item, table, id, patch).await
+    }
+
+    /// Merges `patch` into a stored user; `created_at` is system-set and not patched.
+    pub async fn patch_user(&self, uid: &str, mut patch: Map<String, Value>) -> Result<Row, ServiceError> {
+        patch.remove("created_at");
+        self.patch_row(RowKind::User, USERS_TABLE, uid, patch).await
+    }
+
+    async fn patch_row(
+        &self,
+        kind: RowKind,
+        table: &str,
+        id: &str,
+        patch: Map<String, Value>,
+    ) -> Result<Row, ServiceError> {
+        let stored = self.engine.patch_row(kind, table, id, patch).await?;
+        if self.catalog_log.is_some() {
+            let change = replicated_row(kind, Value::Object(stored.clone()), &stored);
+            self.replicate(vec![change]).await?;
+        }
+        Ok(stored)
+    }
+
     /// An item as stored, soft-deleted ones included.
     pub fn get_item(&self, table: &str, id: &str) -> Result<Row, ServiceError> {
         Ok(self.engine.get_item(table, id)?)
@@ -112,8 +139,15 @@ impl Services {
         self.replicate(vec![change]).await
     }
 
-    /// Upserts users, in request order, one result each.
-    pub async fn upsert_users(&self, rows: Vec<Value>) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
+    /// Upserts users, in request order, one result each. A user's `created_at` is
+    /// system-set (SPEC "User": the first time the record is seen), so one the client
+    /// sends is ignored.
+    pub async fn upsert_users(&self, mut rows: Vec<Value>) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
+        for row in &mut rows {
+            if let Value::Object(fields) = row {
+                fields.remove("created_at");
+            }
+        }
         self.upsert_rows(RowKind::User, rows).await
     }
 

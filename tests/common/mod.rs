@@ -329,6 +329,11 @@ impl TestServer {
         self.post(path, &self.admin_key, body)
     }
 
+    pub fn admin_patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(Method::PATCH, path, Auth::Bearer(&self.admin_key), Payload::Json(body), &[])
+            .pair()
+    }
+
     pub fn admin_delete(&self, path: &str) -> (StatusCode, Value) {
         self.delete(path, &self.admin_key)
     }

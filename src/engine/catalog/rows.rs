@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{CatalogError, FieldType, TableRecord, TableRegistry, DEFAULT_ITEM_TABLE, USERS_TABLE};
 use crate::storage::Cf;
-use crate::time::{format_rfc3339, parse_time_value};
+use crate::time::{format_rfc3339, parse_iso8601, parse_rfc3339, parse_time_value};
 
 /// Longest id or uid, in bytes.
 const MAX_ID_BYTES: usize = 1024;
@@ -34,6 +34,14 @@ impl RowKind {
         match self {
             RowKind::Item => Cf::Items,
             RowKind::User => Cf::Users,
+        }
+    }
+
+    /// What a row of this kind is called in messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            RowKind::Item => "item",
+            RowKind::User => "user",
         }
     }
 
@@ -65,7 +73,7 @@ pub fn id_of(kind: RowKind, row: &Value) -> Result<&str, CatalogError> {
     let field = kind.id_field();
     let id = match row {
         Value::Object(object) => object.get(field),
-        _ => return Err(CatalogError::Invalid(format!("a {} must be a JSON object", noun(kind)))),
+        _ => return Err(CatalogError::Invalid(format!("a {} must be a JSON object", kind.noun()))),
     };
     match id {
         None | Some(Value::Null) => Err(CatalogError::Invalid(format!("{field:?} is required"))),
@@ -98,26 +106,36 @@ pub fn prepare_row(kind: RowKind, row: Value, tables: &TableRegistry) -> Result<
     let created_at = match object.remove("created_at") {
         None | Some(Value::Null) => None,
         Some(value) => Some(format_rfc3339(parse_time_value(&value).ok_or_else(|| {
-            CatalogError::Invalid("\"created_at\" must be an RFC 3339 time or a unix number".into())
+            CatalogError::Invalid("\"created_at\" must be an ISO 8601 time with a date, or a unix number".into())
         })?)),
     };
     object.retain(|field, value| !kind.is_reserved(field) && !value.is_null());
 
     let mut new_fields = Vec::new();
-    for (field, value) in &object {
+    for (field, value) in &mut object {
         if field.is_empty() || field.len() > 256 || field.chars().any(char::is_control) {
             return Err(CatalogError::Invalid(format!(
                 "field name {field:?} must be 1-256 printable characters"
             )));
         }
-        match table.fields.get(field) {
-            Some(expected) => expected.check(field, value)?,
+        // SPEC: custom fields of type object are for events; a catalog row's
+        // structured attributes are arrays or strings.
+        if value.is_object() {
+            return Err(CatalogError::Invalid(format!(
+                "field {field:?} is an object: objects are accepted only in events' properties; \
+                 send an array or a string"
+            )));
+        }
+        let typed = match table.fields.get(field) {
+            Some(expected) => *expected,
             None => {
                 let inferred = FieldType::infer(value, table.is_relation(field)).expect("nulls were removed");
-                inferred.check(field, value)?;
                 new_fields.push((field.clone(), inferred));
+                inferred
             }
-        }
+        };
+        typed.check(field, value)?;
+        normalize_time(typed, value);
     }
     if !new_fields.is_empty() {
         table = tables.add_fields(&table_name, &new_fields)?;
@@ -129,6 +147,43 @@ pub fn prepare_row(kind: RowKind, row: Value, tables: &TableRegistry) -> Result<
         fields: object,
         created_at,
     })
+}
+
+/// Types the fields `rows` bring for the first time as the first valid row that has
+/// each, in request order, says. The catalog shards check their rows in parallel, so
+/// without this the first shard to get to a row would decide (how ids hash, not the
+/// order the client sent).
+pub fn type_new_fields_in_order(kind: RowKind, rows: &[Value], tables: &TableRegistry) {
+    for row in rows {
+        let Value::Object(object) = row else { continue };
+        let Ok(table_name) = table_of(kind, object) else {
+            continue;
+        };
+        let known = tables.get(&table_name);
+        let brings_new = object.iter().any(|(field, value)| {
+            !value.is_null()
+                && !kind.is_reserved(field)
+                && known
+                    .as_ref()
+                    .is_none_or(|table| !table.fields.contains_key(field))
+        });
+        if brings_new {
+            // Only what it records counts here; the row itself is checked on its shard.
+            let _ = prepare_row(kind, row.clone(), tables);
+        }
+    }
+}
+
+/// A time given as an ISO 8601 string in another form than RFC 3339 is stored as RFC
+/// 3339 (unix numbers and RFC 3339 strings are kept as sent).
+fn normalize_time(typed: FieldType, value: &mut Value) {
+    if let (FieldType::Time, Value::String(text)) = (typed, &*value) {
+        if parse_rfc3339(text).is_none() {
+            if let Some(millis) = parse_iso8601(text) {
+                *value = Value::String(format_rfc3339(millis));
+            }
+        }
+    }
 }
 
 /// The stored form: the prepared fields plus every reserved field. `created_at`
@@ -174,12 +229,6 @@ fn table_of(kind: RowKind, object: &Map<String, Value>) -> Result<String, Catalo
     }
 }
 
-fn noun(kind: RowKind) -> &'static str {
-    match kind {
-        RowKind::Item => "item",
-        RowKind::User => "user",
-    }
-}
 
 #[cfg(test)]
 mod tests {
