@@ -132,6 +132,9 @@ fn both_embedders_give_384_dimensions_related_closer_and_deterministic() {
 
         let again = embed_text(&server, &key, "That is a happy person");
         assert_eq!(again, base, "{model}: the same text gives the same vector");
+        // The route is served under /v1 as well.
+        let v1 = server.post("/v1/embed", &key, json!({"text": "That is a happy person"}));
+        assert_eq!(floats(&assert_status(&v1, 200, "/v1/embed")["embedding"], model), base);
 
         let very = cosine(&base, &embed_text(&server, &key, "That is a very happy person"));
         let dog = cosine(&base, &embed_text(&server, &key, "That is a happy dog"));

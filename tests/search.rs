@@ -436,6 +436,9 @@ fn rerank_follows_retrieval_metadata_when_nothing_else_speaks() {
         assert_eq!(item["item_id"], item["id"]);
         assert!(item["score"].is_number());
     }
+    // An id given twice is ranked once per occurrence, as recommend does.
+    let body = json!({"query": "x", "item_ids": ["1", "2", "1", "3"]});
+    assert_eq!(catalog.rerank(body), ["1", "2", "1", "3"], "duplicates kept");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //!
 //! [`Services::rerank`]: crate::service::Services::rerank
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
@@ -47,8 +47,8 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
     ok(&FoundItems { items })
 }
 
-/// The required `item_ids`: non-empty strings, at most [`MAX_CANDIDATES`];
-/// repeated ids count once (first position).
+/// The required `item_ids`: non-empty strings, at most [`MAX_CANDIDATES`]. An id
+/// given more than once is ranked once per occurrence, as recommend does.
 fn item_ids(body: &Map<String, Value>) -> Result<Vec<String>, ApiError> {
     let ids = match body.get("item_ids") {
         None | Some(Value::Null) => return Err(ApiError::validation("\"item_ids\" is required")),
@@ -60,15 +60,7 @@ fn item_ids(body: &Map<String, Value>) -> Result<Vec<String>, ApiError> {
             "at most {MAX_CANDIDATES} \"item_ids\" per request"
         )));
     }
-    let mut seen = HashSet::with_capacity(ids.len());
-    let mut unique = Vec::with_capacity(ids.len());
-    for id in ids {
-        let id = item_id(id, "item_ids")?;
-        if seen.insert(id.clone()) {
-            unique.push(id);
-        }
-    }
-    Ok(unique)
+    ids.iter().map(|id| item_id(id, "item_ids")).collect()
 }
 
 /// `item_retrieval_metadata`: objects with a string `item_id` and optional numeric
@@ -148,10 +140,10 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_required_non_empty_strings_counted_once() {
+    fn ids_are_required_non_empty_strings_each_occurrence_kept() {
         assert_eq!(
             item_ids(&body(json!({"item_ids": ["a", "b", "a"]}))).unwrap(),
-            ["a", "b"]
+            ["a", "b", "a"]
         );
         for bad in [
             json!({}),
