@@ -221,15 +221,15 @@ struct Change {
     kill: Option<&'static str>,
 }
 
-/// How many of the ten changes below `shards_move_live_...` applies: the first four
-/// (join, drain, rebalance, back) unless `RANKSTREAM_MOVES_CHANGES` says more. All ten
-/// under this test's load take ~7 minutes on a 2-core machine shared with the broker,
-/// and the sqlite tansu broker has failed produces there (BENCHMARKS.md "Shard moves").
+/// How many of the ten changes below `shards_move_live_...` applies: all ten unless
+/// `RANKSTREAM_MOVES_CHANGES` says fewer (the first four are join, drain, rebalance,
+/// back). All ten under this test's load take ~2.5 minutes on a 2-core machine shared
+/// with the broker.
 fn changes_to_apply() -> usize {
     std::env::var("RANKSTREAM_MOVES_CHANGES")
         .ok()
         .and_then(|value| value.parse().ok())
-        .unwrap_or(4)
+        .unwrap_or(10)
 }
 
 #[test]
