@@ -621,3 +621,34 @@ fn every_invalid_input_is_refused() {
         assert_eq!(reply.status.as_u16(), 405, "{path}: GET");
     }
 }
+
+/// `tables` limits a search to the items of the named tables.
+#[test]
+fn a_search_can_be_limited_to_tables() {
+    let server = TestServer::start();
+    let key = server.create_key(&["search"], json!({"name": "searcher"}));
+    let items = json!([
+        {"id": "k1", "_table": "kayaks", "title": "Red harbour kayak"},
+        {"id": "k2", "_table": "kayaks", "title": "Blue harbour kayak"},
+        {"id": "t1", "_table": "tours", "title": "Harbour kayak tour"},
+    ]);
+    assert_status(&server.admin_put(ITEMS, items), 200, "items");
+    let search = |body: Value| {
+        let reply = server.post(SEARCH, &key, body.clone());
+        let mut found = ids(assert_status(&reply, 200, &body.to_string()));
+        found.sort();
+        found
+    };
+    poll_until(Duration::from_secs(10), "the items searchable", || {
+        match search(json!({"query": "harbour kayak"})) {
+            all if all == ["k1", "k2", "t1"] => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    assert_eq!(search(json!({"query": "harbour kayak", "tables": ["tours"]})), ["t1"]);
+    assert_eq!(search(json!({"query": "harbour kayak", "tables": ["kayaks", "absent"]})), ["k1", "k2"]);
+    for bad in [json!("tours"), json!([]), json!([3]), json!([""])] {
+        let reply = server.post(SEARCH, &key, json!({"query": "kayak", "tables": bad}));
+        assert_error(&reply, 422, "validation_error", &bad.to_string());
+    }
+}

@@ -21,6 +21,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         session_id: optional_string(&body, "session_id")?,
         events: embedded_events(&body)?,
         limit: limit(&body, DEFAULT_LIMIT, MAX_LIMIT)?,
+        tables: tables(&body)?,
     };
     let found = state.services.search(&search).await?;
     let items: Vec<FoundItem> = found
@@ -33,6 +34,22 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         })
         .collect();
     ok(&FoundItems { items })
+}
+
+/// The optional `tables` filter: an array of table names (every table when absent).
+fn tables(body: &Map<String, Value>) -> Result<Vec<String>, ApiError> {
+    let invalid = || ApiError::validation("\"tables\" must be an array of table names");
+    match body.get("tables") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(names)) if !names.is_empty() => names
+            .iter()
+            .map(|name| match name {
+                Value::String(name) if !name.is_empty() => Ok(name.clone()),
+                _ => Err(invalid()),
+            })
+            .collect(),
+        Some(_) => Err(invalid()),
+    }
 }
 
 /// A search or rerank response: typed, so that scores serialize as the shortest

@@ -165,6 +165,11 @@ impl SearchIndex {
 
     /// The best `limit` text matches of `query`, best first.
     pub fn text_search(&self, query: &str, limit: usize) -> Result<Vec<TextHit>, SearchError> {
+        self.text_search_in(query, limit, &[])
+    }
+
+    /// [`Self::text_search`] over the items of `tables` only (every table when empty).
+    pub fn text_search_in(&self, query: &str, limit: usize, tables: &[String]) -> Result<Vec<TextHit>, SearchError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -172,7 +177,18 @@ impl SearchIndex {
         let Some(text) = self.text_query(&searcher, query)? else {
             return Ok(Vec::new());
         };
-        let top = searcher.search(&text, &TopDocs::with_limit(limit).order_by_score())?;
+        let collector = TopDocs::with_limit(limit).order_by_score();
+        let top = match tables {
+            [] => searcher.search(&text, &collector)?,
+            tables => {
+                let only = TermSetQuery::new(tables.iter().map(|table| Term::from_field_text(self.fields.table, table)));
+                let clauses: Vec<(Occur, Box<dyn Query>)> = vec![
+                    (Occur::Must, Box::new(text)),
+                    (Occur::Must, Box::new(ConstScoreQuery::new(Box::new(only), 0.0))),
+                ];
+                searcher.search(&BooleanQuery::new(clauses), &collector)?
+            }
+        };
         self.hits(&searcher, top)
     }
 

@@ -251,6 +251,7 @@ impl Services {
             session_id: request.session_id.clone(),
             events: request.events.clone(),
             limit: self.chat.config.retrieval_pool,
+            tables: Vec::new(),
         };
         let terms = constraints.query.join(" ");
         let labels = label_text(constraints, dictionary);

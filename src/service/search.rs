@@ -46,6 +46,8 @@ pub struct SearchRequest {
     /// Request-embedded events: this request's signals only.
     pub events: Vec<EmbeddedEvent>,
     pub limit: usize,
+    /// Only items of these tables; every table when empty.
+    pub tables: Vec<String>,
 }
 
 /// One result: the item as stored when the search ran, and its final score.
@@ -98,7 +100,7 @@ impl Services {
         }
         let config = self.search.config();
         let pool = (request.limit * 4).max(config.candidate_pool);
-        let hits = self.text_search(&request.query, pool).await?;
+        let hits = self.text_search(&request.query, pool, &request.tables).await?;
         if hits.is_empty() {
             return Ok(Vec::new());
         }
@@ -185,10 +187,10 @@ impl Services {
     }
 
     /// The text matches, searched off the async workers.
-    async fn text_search(&self, query: &str, limit: usize) -> Result<Vec<TextHit>, ServiceError> {
+    async fn text_search(&self, query: &str, limit: usize, tables: &[String]) -> Result<Vec<TextHit>, ServiceError> {
         let index = Arc::clone(&self.search);
-        let query = query.to_owned();
-        tokio::task::spawn_blocking(move || index.text_search(&query, limit))
+        let (query, tables) = (query.to_owned(), tables.to_vec());
+        tokio::task::spawn_blocking(move || index.text_search_in(&query, limit, &tables))
             .await
             .map_err(|error| ServiceError::Internal(format!("search task failed: {error}")))?
             .map_err(ServiceError::from)
