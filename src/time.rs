@@ -22,7 +22,8 @@ pub fn parse_iso8601(text: &str) -> Option<i64> {
     }
     let text = text.trim();
     if let Ok(time) = iso8601::datetime(text) {
-        let offset = chrono::FixedOffset::east_opt(time.time.tz_offset_hours * 3600 + time.time.tz_offset_minutes * 60)?;
+        let offset =
+            chrono::FixedOffset::east_opt(time.time.tz_offset_hours * 3600 + time.time.tz_offset_minutes * 60)?;
         let local = naive_date(time.date)?.and_time(time.time.into_naive()?);
         return Some(local.and_local_timezone(offset).single()?.timestamp_millis());
     }
@@ -115,7 +116,14 @@ mod tests {
         ] {
             assert_eq!(parse_iso8601(text), Some(millis), "{text}");
         }
-        for text in ["", "14/11/2023", "2023-13-01", "2023-11-14T25:00:00Z", "22:13:20", "2023-11"] {
+        for text in [
+            "",
+            "14/11/2023",
+            "2023-13-01",
+            "2023-11-14T25:00:00Z",
+            "22:13:20",
+            "2023-11",
+        ] {
             assert_eq!(parse_iso8601(text), None, "{text}");
         }
     }

@@ -377,32 +377,79 @@ fn patch_merges_and_put_replaces() {
     assert!(after.get("tags").is_none(), "null removes a field: {after}");
     assert_eq!(after["created_at"], before["created_at"]);
     assert!(parse_time(&after["updated_at"]) > parse_time(&before["updated_at"]));
-    assert_error(&server.admin_get(&item_path("elsewhere", "m1")), 404, "not_found", "the path names the row");
+    assert_error(
+        &server.admin_get(&item_path("elsewhere", "m1")),
+        404,
+        "not_found",
+        "the path names the row",
+    );
 
     // A patch is checked like an upsert; nothing changes when it fails.
     let bad = server.admin_patch(&item_path("merge", "m1"), json!({"price": "cheap", "title": "x"}));
     assert_error(&bad, 422, "type_mismatch", "patch mismatch");
     assert_eq!(server.admin_get(&item_path("merge", "m1")).1["title"], "Kayak");
-    assert_error(&server.admin_patch(&item_path("merge", "absent"), json!({"price": 1})), 404, "not_found", "absent");
-    assert_error(&server.admin_patch(&item_path("merge", "m1"), json!([1])), 422, "validation_error", "array body");
+    assert_error(
+        &server.admin_patch(&item_path("merge", "absent"), json!({"price": 1})),
+        404,
+        "not_found",
+        "absent",
+    );
+    assert_error(
+        &server.admin_patch(&item_path("merge", "m1"), json!([1])),
+        422,
+        "validation_error",
+        "array body",
+    );
 
     // PUT replaces: fields it does not name are gone.
-    assert_status(&server.admin_put(ITEM, json!({"id": "m1", "_table": "merge", "price": 30})), 200, "replace");
+    assert_status(
+        &server.admin_put(ITEM, json!({"id": "m1", "_table": "merge", "price": 30})),
+        200,
+        "replace",
+    );
     let replaced = server.admin_get(&item_path("merge", "m1")).1;
-    assert!(replaced.get("title").is_none() && replaced.get("color").is_none(), "{replaced}");
+    assert!(
+        replaced.get("title").is_none() && replaced.get("color").is_none(),
+        "{replaced}"
+    );
 
     // A soft delete keeps the fields; a patch can restore the item.
     assert_status(&server.admin_delete(&item_path("merge", "m1")), 200, "soft delete");
     let deleted = server.admin_get(&item_path("merge", "m1")).1;
-    assert_eq!((&deleted["is_deleted"], &deleted["price"]), (&json!(true), &json!(30)), "{deleted}");
-    assert_status(&server.admin_patch(&item_path("merge", "m1"), json!({"is_deleted": false})), 200, "restore");
+    assert_eq!(
+        (&deleted["is_deleted"], &deleted["price"]),
+        (&json!(true), &json!(30)),
+        "{deleted}"
+    );
+    assert_status(
+        &server.admin_patch(&item_path("merge", "m1"), json!({"is_deleted": false})),
+        200,
+        "restore",
+    );
     assert_eq!(server.admin_get(&item_path("merge", "m1")).1["is_deleted"], false);
 
     // Users merge the same way; their created_at is system-set.
-    let user = assert_status(&server.admin_post("/v1/users", json!({"uid": "pu1", "age": 30, "status": "new"})), 200, "user").clone();
-    let patched = server.admin_patch("/v1/users/pu1", json!({"status": "gold", "age": null, "created_at": "2001-01-01"}));
+    let user = assert_status(
+        &server.admin_post("/v1/users", json!({"uid": "pu1", "age": 30, "status": "new"})),
+        200,
+        "user",
+    )
+    .clone();
+    let patched = server.admin_patch(
+        "/v1/users/pu1",
+        json!({"status": "gold", "age": null, "created_at": "2001-01-01"}),
+    );
     let patched = assert_status(&patched, 200, "patch user");
-    assert_eq!((&patched["status"], patched.get("age")), (&json!("gold"), None), "{patched}");
+    assert_eq!(
+        (&patched["status"], patched.get("age")),
+        (&json!("gold"), None),
+        "{patched}"
+    );
     assert_eq!(patched["created_at"], user["created_at"]);
-    assert_error(&server.admin_patch("/v1/users/nobody", json!({"a": 1})), 404, "not_found", "absent user");
+    assert_error(
+        &server.admin_patch("/v1/users/nobody", json!({"a": 1})),
+        404,
+        "not_found",
+        "absent user",
+    );
 }

@@ -188,7 +188,12 @@ fn size_limits() {
 #[test]
 fn the_first_row_in_request_order_types_a_new_field() {
     let server = TestServer::start();
-    for (table, ids) in [("t1", ["b1", "b2"]), ("t2", ["zz1", "zz2"]), ("t3", ["zz2", "zz1"]), ("t4", ["b2", "b1"])] {
+    for (table, ids) in [
+        ("t1", ["b1", "b2"]),
+        ("t2", ["zz1", "zz2"]),
+        ("t3", ["zz2", "zz1"]),
+        ("t4", ["b2", "b1"]),
+    ] {
         let body = json!([
             {"id": ids[0], "_table": table, "q": 1},
             {"id": ids[1], "_table": table, "q": "x"},
@@ -203,7 +208,10 @@ fn the_first_row_in_request_order_types_a_new_field() {
         assert_eq!(failed, [(1, "type_mismatch")], "{table}: {result}");
         assert_eq!(server.table_fields(table)["q"], "number", "{table}");
     }
-    for (n, uids) in [["ub1", "ub2"], ["uzz2", "uzz1"], ["uzz1", "uzz2"]].into_iter().enumerate() {
+    for (n, uids) in [["ub1", "ub2"], ["uzz2", "uzz1"], ["uzz1", "uzz2"]]
+        .into_iter()
+        .enumerate()
+    {
         let field = format!("tier{n}");
         let body = json!({"users": [{"uid": uids[0], field.clone(): "gold"}, {"uid": uids[1], field.clone(): 3}]});
         let result = assert_status(&server.admin_post("/v1/users", body), 200, "users").clone();
@@ -232,7 +240,11 @@ fn iso8601_times_are_typed_and_normalised() {
     ] {
         let row = json!({"id": id, "_table": "dated", "released": sent});
         assert_status(&server.admin_put(ITEM, row), 200, sent);
-        assert_eq!(server.admin_get(&item_path("dated", id)).1["released"], stored, "{sent}");
+        assert_eq!(
+            server.admin_get(&item_path("dated", id)).1["released"],
+            stored,
+            "{sent}"
+        );
     }
     let bad = json!({"id": "d9", "_table": "dated", "released": "2024-13-45"});
     assert_error(&server.admin_put(ITEM, bad), 422, "type_mismatch", "not a date");

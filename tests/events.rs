@@ -204,10 +204,22 @@ fn timestamp_forms() {
             Utc.timestamp_millis_opt(1_700_000_000_123).unwrap(),
         ),
         // Every ISO 8601 form with a date; no offset is UTC; a date alone is midnight.
-        (json!("2026-11-23"), Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap()),
-        (json!("2026-11-23T08:30:00"), Utc.with_ymd_and_hms(2026, 11, 23, 8, 30, 0).unwrap()),
-        (json!("20261123T083000+0100"), Utc.with_ymd_and_hms(2026, 11, 23, 7, 30, 0).unwrap()),
-        (json!("2026-W48-1"), Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap()),
+        (
+            json!("2026-11-23"),
+            Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap(),
+        ),
+        (
+            json!("2026-11-23T08:30:00"),
+            Utc.with_ymd_and_hms(2026, 11, 23, 8, 30, 0).unwrap(),
+        ),
+        (
+            json!("20261123T083000+0100"),
+            Utc.with_ymd_and_hms(2026, 11, 23, 7, 30, 0).unwrap(),
+        ),
+        (
+            json!("2026-W48-1"),
+            Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap(),
+        ),
         (json!("2026-327"), Utc.with_ymd_and_hms(2026, 11, 23, 0, 0, 0).unwrap()),
     ];
     for (index, (sent, expected)) in cases.into_iter().enumerate() {
@@ -348,7 +360,12 @@ fn engagement_format_on_both_paths() {
         assert_eq!(stored["type"], "view");
 
         // The standard types need the same fields as on `/v1/events`, from `properties`.
-        let mut array = vec![engagement("click", &uid, &sid, json!({"item_id": "p2", "click_type": "tile"}))];
+        let mut array = vec![engagement(
+            "click",
+            &uid,
+            &sid,
+            json!({"item_id": "p2", "click_type": "tile"}),
+        )];
         for missing in ["userId", "sessionId", "timestamp", "properties"] {
             let mut bad = engagement("click", &uid, &sid, json!({"item_id": "px"}));
             bad.as_object_mut().unwrap().remove(missing);
@@ -526,7 +543,11 @@ fn bulk_bodies_take_the_bare_array_and_the_wrapped_form() {
     let server = TestServer::start();
     let items = json!({"items": [{"id": "w1", "title": "a"}, {"id": "w2", "title": "b"}]});
     let result = assert_status(&server.admin_put(ITEMS, items), 200, "wrapped items").clone();
-    assert_eq!((&result["upserted"], &result["failed"]), (&json!(2), &json!([])), "{result}");
+    assert_eq!(
+        (&result["upserted"], &result["failed"]),
+        (&json!(2), &json!([])),
+        "{result}"
+    );
     let users = json!([{"uid": "wu1"}, {"uid": "wu2", "age": 3}]);
     let result = assert_status(&server.admin_post("/v1/users", users), 200, "bare users").clone();
     assert_eq!(result["users"].as_array().map(Vec::len), Some(2), "{result}");

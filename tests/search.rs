@@ -646,7 +646,10 @@ fn a_search_can_be_limited_to_tables() {
         }
     });
     assert_eq!(search(json!({"query": "harbour kayak", "tables": ["tours"]})), ["t1"]);
-    assert_eq!(search(json!({"query": "harbour kayak", "tables": ["kayaks", "absent"]})), ["k1", "k2"]);
+    assert_eq!(
+        search(json!({"query": "harbour kayak", "tables": ["kayaks", "absent"]})),
+        ["k1", "k2"]
+    );
     for bad in [json!("tours"), json!([]), json!([3]), json!([""])] {
         let reply = server.post(SEARCH, &key, json!({"query": "kayak", "tables": bad}));
         assert_error(&reply, 422, "validation_error", &bad.to_string());

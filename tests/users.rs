@@ -111,7 +111,12 @@ fn user_field_types_and_bulk_upsert() {
     }
     // Objects are a field type of events only (SPEC "User" has no object type).
     let nested = json!({"uid": "t-obj", "address": {"city": "Berlin"}});
-    let message = assert_error(&server.admin_post(USERS, nested), 422, "validation_error", "object field");
+    let message = assert_error(
+        &server.admin_post(USERS, nested),
+        422,
+        "validation_error",
+        "object field",
+    );
     assert!(message.contains("address"), "{message}");
 
     let mismatches = [

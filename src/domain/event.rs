@@ -126,9 +126,11 @@ fn optional_string(object: &mut Map<String, Value>, field: &str) -> Result<Optio
 fn optional_time(object: &mut Map<String, Value>, field: &str) -> Result<Option<i64>, InvalidEvent> {
     match object.remove(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => parse_time_value(&value)
-            .map(Some)
-            .ok_or_else(|| invalid(format!("{field:?} must be an ISO 8601 time with a date, or a unix number"))),
+        Some(value) => parse_time_value(&value).map(Some).ok_or_else(|| {
+            invalid(format!(
+                "{field:?} must be an ISO 8601 time with a date, or a unix number"
+            ))
+        }),
     }
 }
 
@@ -421,7 +423,8 @@ mod tests {
             ("impression", json!({"item_id": "i"})),
             ("dwell_time", json!({"dwell_ms": -1})),
         ] {
-            let body = json!({"type": event_type, "userId": "u", "sessionId": "s", "timestamp": 1, "properties": properties});
+            let body =
+                json!({"type": event_type, "userId": "u", "sessionId": "s", "timestamp": 1, "properties": properties});
             assert!(decode_engagement(body.clone(), 5, || "g".into()).is_err(), "{body}");
         }
         let click = decode_engagement(
@@ -431,6 +434,9 @@ mod tests {
             || "g".into(),
         )
         .unwrap();
-        assert_eq!((click.rank, click.links["click_type"].as_str()), (Some(2), Some("tile")));
+        assert_eq!(
+            (click.rank, click.links["click_type"].as_str()),
+            (Some(2), Some("tile"))
+        );
     }
 }

@@ -181,9 +181,8 @@ impl Handler<PatchRow> for CatalogShard {
             .storage
             .get(kind.cf(), &key)?
             .ok_or_else(|| CatalogError::NotFound(format!("{} {id:?} in table {table:?}", kind.noun())))?;
-        let mut row: Map<String, Value> = serde_json::from_slice(&stored).map_err(|error| {
-            CatalogError::Invalid(format!("the stored {} cannot be read: {error}", kind.noun()))
-        })?;
+        let mut row: Map<String, Value> = serde_json::from_slice(&stored)
+            .map_err(|error| CatalogError::Invalid(format!("the stored {} cannot be read: {error}", kind.noun())))?;
         for (field, value) in patch {
             match value {
                 Value::Null => {

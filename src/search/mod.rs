@@ -181,7 +181,11 @@ impl SearchIndex {
         let top = match tables {
             [] => searcher.search(&text, &collector)?,
             tables => {
-                let only = TermSetQuery::new(tables.iter().map(|table| Term::from_field_text(self.fields.table, table)));
+                let only = TermSetQuery::new(
+                    tables
+                        .iter()
+                        .map(|table| Term::from_field_text(self.fields.table, table)),
+                );
                 let clauses: Vec<(Occur, Box<dyn Query>)> = vec![
                     (Occur::Must, Box::new(text)),
                     (Occur::Must, Box::new(ConstScoreQuery::new(Box::new(only), 0.0))),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::{ServiceError, Services};
-use crate::engine::catalog::{RowKind, USERS_TABLE};
 pub use crate::engine::catalog::{FieldType, Relation, TableRecord};
+use crate::engine::catalog::{RowKind, USERS_TABLE};
 use crate::stream::catalog_log::CatalogChange;
 
 /// A stored row (item or user) as the catalog keeps it.

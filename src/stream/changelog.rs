@@ -121,7 +121,13 @@ pub async fn release(
     let chunks: Vec<_> = chunks(export)
         .into_iter()
         .enumerate()
-        .map(|(index, chunk)| ("chunk", [b"c".as_slice(), &(index as u32).to_be_bytes()].concat(), chunk))
+        .map(|(index, chunk)| {
+            (
+                "chunk",
+                [b"c".as_slice(), &(index as u32).to_be_bytes()].concat(),
+                chunk,
+            )
+        })
         .collect();
     for window in chunks.chunks(PRODUCE_WINDOW) {
         send(producer, topic, shard, window.to_vec()).await?;

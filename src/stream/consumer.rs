@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, StreamConsumer};
-use rdkafka::statistics::Statistics;
-use rdkafka::ClientContext;
 use rdkafka::error::KafkaResult;
 use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::statistics::Statistics;
+use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, oneshot};
 

@@ -330,8 +330,14 @@ impl TestServer {
     }
 
     pub fn admin_patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.send(Method::PATCH, path, Auth::Bearer(&self.admin_key), Payload::Json(body), &[])
-            .pair()
+        self.send(
+            Method::PATCH,
+            path,
+            Auth::Bearer(&self.admin_key),
+            Payload::Json(body),
+            &[],
+        )
+        .pair()
     }
 
     pub fn admin_delete(&self, path: &str) -> (StatusCode, Value) {

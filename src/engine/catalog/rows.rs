@@ -73,7 +73,12 @@ pub fn id_of(kind: RowKind, row: &Value) -> Result<&str, CatalogError> {
     let field = kind.id_field();
     let id = match row {
         Value::Object(object) => object.get(field),
-        _ => return Err(CatalogError::Invalid(format!("a {} must be a JSON object", kind.noun()))),
+        _ => {
+            return Err(CatalogError::Invalid(format!(
+                "a {} must be a JSON object",
+                kind.noun()
+            )))
+        }
     };
     match id {
         None | Some(Value::Null) => Err(CatalogError::Invalid(format!("{field:?} is required"))),
@@ -163,9 +168,7 @@ pub fn type_new_fields_in_order(kind: RowKind, rows: &[Value], tables: &TableReg
         let brings_new = object.iter().any(|(field, value)| {
             !value.is_null()
                 && !kind.is_reserved(field)
-                && known
-                    .as_ref()
-                    .is_none_or(|table| !table.fields.contains_key(field))
+                && known.as_ref().is_none_or(|table| !table.fields.contains_key(field))
         });
         if brings_new {
             // Only what it records counts here; the row itself is checked on its shard.
@@ -228,7 +231,6 @@ fn table_of(kind: RowKind, object: &Map<String, Value>) -> Result<String, Catalo
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {
