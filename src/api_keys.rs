@@ -27,7 +27,7 @@ pub const SCOPES: [&str; 9] = [
 ];
 
 /// Id of the key made from `RANKSTREAM_ADMIN_KEY` or generated on first start.
-const BOOTSTRAP_ID: &str = "bootstrap-admin";
+pub const BOOTSTRAP_ID: &str = "bootstrap-admin";
 
 /// A stored key; the secret itself is never stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]

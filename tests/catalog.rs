@@ -9,6 +9,11 @@ use common::*;
 fn table_and_item_crud() {
     let server = TestServer::start();
     let relations = json!([{"field": "brand", "relation_table": "brands"}]);
+    assert_status(
+        &server.admin_put(ITEM, json!({"id": "b1", "_table": "brands"})),
+        200,
+        "brand b1",
+    );
     let before = now();
     let created = server.admin_put(
         TABLE,

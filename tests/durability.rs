@@ -17,6 +17,11 @@ fn get_ok(server: &TestServer, path: &str) -> Value {
 fn graceful_restart_keeps_acknowledged_writes() {
     let mut server = TestServer::start();
     let relations = json!([{"field": "brand", "relation_table": "brands"}]);
+    assert_status(
+        &server.admin_put(ITEM, json!({"id": "b1", "_table": "brands"})),
+        200,
+        "brand b1",
+    );
     let table = json!({"table_name": "shop", "description": "all products", "relations": relations});
     assert_status(&server.admin_put(TABLE, table), 200, "table");
     let items = [
@@ -135,8 +140,7 @@ fn crash_after_acknowledged_writes_loses_nothing() {
     const ITEMS_PER_THREAD: usize = 50;
     const USERS: usize = 50;
     let mut server = TestServer::start();
-    let seed =
-        json!({"id": "seed", "_table": "crash", "n": 0, "title": "seed", "tags": [], "vector": [0.0], "on": true});
+    let seed = json!({"id": "seed", "_table": "crash", "n": 0, "title": "seed", "tags": [], "vector": [0.0, 0.5, -0.25], "on": true});
     assert_status(&server.admin_put(ITEM, seed), 200, "seed");
 
     // Concurrent writers; every write must be acknowledged with 200.

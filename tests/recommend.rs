@@ -218,3 +218,110 @@ fn every_rule_and_status() {
         "scope",
     );
 }
+
+/// Soft-deleted items (a DELETE without purge, or an upsert with `"is_deleted": true`)
+/// are left out of recommend, module ranking and rerank unless the request sets
+/// `include_deleted`; the mock models, pure functions of the request, keep every item.
+#[test]
+fn soft_deleted_items_are_left_out_unless_asked_for() {
+    let server = TestServer::start();
+    let key = server.create_key(&["recommend", "search"], json!({"name": "ranker"}));
+    for id in ["p1", "p2", "p3"] {
+        let item = json!({"id": id, "_table": "shop", "name": format!("item {id}"), "price": 10});
+        assert_status(&server.admin_put(ITEM, item), 200, id);
+    }
+    let gone = json!({"id": "p4", "_table": "shop", "name": "item p4", "price": 10, "is_deleted": true});
+    assert_status(&server.admin_put(ITEM, gone), 200, "p4 upserted deleted");
+    assert_status(&server.admin_delete(&item_path("shop", "p2")), 200, "soft delete p2");
+    let candidates = json!(["p1", "p2", "p3", "p4", "unknown"]);
+    let sorted = |body: &Value| {
+        let mut ids: Vec<String> = ids(body).into_iter().map(str::to_owned).collect();
+        ids.sort();
+        ids
+    };
+
+    for model in ["default", "popularity"] {
+        let request = json!({"user_id": "u1", "item_ids": candidates, "model_id": model});
+        let body = assert_status(&server.post(RECOMMEND, &key, request.clone()), 200, model).clone();
+        assert_eq!(sorted(&body), ["p1", "p3", "unknown"], "{model}: {body}");
+        let mut asked = request;
+        asked["include_deleted"] = json!(true);
+        let body = assert_status(&server.post(RECOMMEND, &key, asked), 200, model).clone();
+        assert_eq!(sorted(&body), ["p1", "p2", "p3", "p4", "unknown"], "{model}: {body}");
+    }
+    // The limit counts what is left; `items` with attributes too.
+    let request = json!({"user_id": "u1", "model_id": "default", "limit": 2,
+                         "items": [{"id": "p2", "attributes": {"price": 5}}, {"id": "p4"}, {"id": "p1"}, {"id": "p3"}]});
+    let body = assert_status(&server.post(RECOMMEND, &key, request), 200, "limit").clone();
+    assert_eq!(sorted(&body), ["p1", "p3"], "{body}");
+    // The mock model scores every request item, deleted or not.
+    let request = json!({"user_id": "u1", "item_ids": candidates, "model_id": "test_model_item_200"});
+    let body = assert_status(&server.post(RECOMMEND, &key, request), 200, "mock").clone();
+    assert_eq!(ids(&body), ["p1", "p2", "p3", "p4", "unknown"], "{body}");
+    for bad in [json!("yes"), json!(1), json!([])] {
+        let request = json!({"user_id": "u1", "item_ids": ["p1"], "model_id": "default", "include_deleted": bad});
+        let message = assert_error(
+            &server.post(RECOMMEND, &key, request),
+            422,
+            "validation_error",
+            "bad flag",
+        );
+        assert!(message.contains("include_deleted"), "{message}");
+    }
+
+    // Module ranking: deleted items leave every module, pinned ones too.
+    let modules = json!([
+        {"id": "deals", "items": [{"id": "p1"}, {"id": "p2", "fixed_position": 0}, {"id": "p4"}, {"id": "p3"}]},
+        {"id": "gone", "items": [{"id": "p2"}]},
+    ]);
+    let module_items = |body: &Value, module: &str| -> Vec<String> {
+        let found = body["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == module)
+            .unwrap();
+        let mut ids: Vec<String> = found["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let request = json!({"user_id": "u1", "item_model_id": "default", "module_model_id": "test_model_item_200",
+                         "modules": modules});
+    let body = assert_status(
+        &server.post("/v1/recommend/module", &key, request.clone()),
+        200,
+        "modules",
+    )
+    .clone();
+    assert_eq!(module_items(&body, "deals"), ["p1", "p3"], "{body}");
+    assert!(module_items(&body, "gone").is_empty(), "{body}");
+    let mut asked = request;
+    asked["include_deleted"] = json!(true);
+    let body = assert_status(&server.post("/v1/recommend/module", &key, asked), 200, "modules").clone();
+    assert_eq!(module_items(&body, "deals"), ["p1", "p2", "p3", "p4"], "{body}");
+    assert_eq!(module_items(&body, "gone"), ["p2"], "{body}");
+
+    // Rerank.
+    let request = json!({"query": "item", "item_ids": candidates});
+    let body = assert_status(&server.post("/v1/search/rerank", &key, request.clone()), 200, "rerank").clone();
+    assert_eq!(sorted(&body), ["p1", "p3", "unknown"], "{body}");
+    let mut asked = request;
+    asked["include_deleted"] = json!(true);
+    let body = assert_status(&server.post("/v1/search/rerank", &key, asked), 200, "rerank").clone();
+    assert_eq!(sorted(&body), ["p1", "p2", "p3", "p4", "unknown"], "{body}");
+
+    // A restored item is ranked again.
+    assert_status(
+        &server.admin_patch(&item_path("shop", "p2"), json!({"is_deleted": false})),
+        200,
+        "restore",
+    );
+    let request = json!({"user_id": "u1", "item_ids": candidates, "model_id": "default"});
+    let body = assert_status(&server.post(RECOMMEND, &key, request), 200, "restored").clone();
+    assert_eq!(sorted(&body), ["p1", "p2", "p3", "unknown"], "{body}");
+}

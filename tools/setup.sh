@@ -79,11 +79,35 @@ ensure_embedding_model() {
     bash "$(dirname "${BASH_SOURCE[0]}")/fetch-model.sh" >/dev/null
 }
 
+# schemathesis, the OpenAPI fuzzer the API schema test runs against a live server, in its
+# own venv: ${RANKSTREAM_TOOLS:-~/.cache/rankstream/tools}/schemathesis/bin/schemathesis.
+# Pinned; nothing is done when that version is already there.
+SCHEMATHESIS_VERSION=4.32.5
+ensure_schemathesis() {
+    local venv="${RANKSTREAM_TOOLS:-$HOME/.cache/rankstream/tools}/schemathesis"
+    local have
+    have="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))' \
+        2>/dev/null || true)"
+    [ "$have" = "$SCHEMATHESIS_VERSION" ] && [ -x "$venv/bin/schemathesis" ] && return 0
+    command -v python3 >/dev/null 2>&1 || apt_install_missing python3
+    # Debian's python3 has venv only with python3-venv (ensurepip is what is missing).
+    python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install_missing python3-venv
+    if ! "$venv/bin/python" -c '' 2>/dev/null; then
+        log "creating venv $venv"
+        mkdir -p "$(dirname "$venv")"
+        python3 -m venv --clear "$venv"
+    fi
+    log "installing schemathesis==$SCHEMATHESIS_VERSION into $venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+        "schemathesis==$SCHEMATHESIS_VERSION"
+}
+
 main() {
     check_rust
     ensure_libclang
     ensure_kafka_broker
     ensure_embedding_model
+    ensure_schemathesis
 }
 
 main "$@"

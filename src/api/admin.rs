@@ -12,15 +12,34 @@ use crate::service::admin::NewKey;
 use crate::time::parse_time_value;
 
 /// Body of `POST /v1/admin/keys`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateKeyBody {
+pub(super) struct CreateKeyBody {
     name: String,
     scopes: Vec<String>,
     /// RFC 3339 or unix seconds/milliseconds.
+    #[schema(value_type = Option<Object>)]
     expires_at: Option<Value>,
+    /// Requests per second (>= 1); the server's default when absent.
+    #[serde(default, deserialize_with = "optional_whole_u32")]
+    #[schema(minimum = 1)]
     rate_per_sec: Option<u32>,
+    /// Requests in a burst (>= 1).
+    #[serde(default, deserialize_with = "optional_whole_u32")]
+    #[schema(minimum = 1)]
     burst: Option<u32>,
+}
+
+/// An optional `u32` that may be written as a whole float (`5.0`).
+fn optional_whole_u32<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    let value = Option::<Value>::deserialize(deserializer)?;
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => crate::domain::whole_number(&value)
+            .and_then(|number| u32::try_from(number).ok())
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom("expected an integer from 0 to 4294967295")),
+    }
 }
 
 pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {

@@ -1,29 +1,46 @@
 //! Catalog endpoints: tables, items (one and bulk), soft and purge deletes, field remaps.
 
 use hyper::Method;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::error::row_failure;
 use super::routes::Endpoint;
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::service::catalog::{FieldType, Relation};
+use crate::service::catalog::{FieldType, Relation, TableRecord};
 
 /// Body of `PUT /v1/catalog/table`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PutTableBody {
+pub(super) struct PutTableBody {
     table_name: String,
     description: Option<String>,
     relations: Option<Vec<Relation>>,
 }
 
 /// Body of `PUT /v1/catalog/table/{name}/fields/{field}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct RemapBody {
+pub(super) struct RemapBody {
     #[serde(rename = "type")]
     field_type: String,
+    /// Clear the stored values that do not convert (remove the field from those rows)
+    /// and remap; without it such values refuse the remap (422, nothing changed).
+    force: Option<bool>,
+}
+
+/// The answer to a remap: the table record, and what became of the stored values.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(super) struct RemapAnswer<'a> {
+    #[serde(flatten)]
+    table: &'a TableRecord,
+    /// Stored values now of the new type (converted or already fitting).
+    converted: usize,
+    /// Ids of the rows whose value did not convert and was cleared (`force`), the
+    /// first 100 by id.
+    failed: &'a [String],
+    /// How many values did not convert.
+    failed_count: usize,
 }
 
 pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
@@ -53,7 +70,31 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     known.join(", ")
                 ))
             })?;
-            ok(&*services.remap_field(table, field, to).await?)
+            let remap = services
+                .remap_field(table, field, to, body.force.unwrap_or(false))
+                .await?;
+            let conversion = &remap.conversion;
+            if !remap.applied {
+                let details = conversion.failed.iter().map(|id| json!({ "id": id })).collect();
+                return Err(ApiError::Validation {
+                    message: format!(
+                        "{} stored value(s) of field {field:?} in table {table:?} do not convert to {} \
+                         ({} do); nothing changed. Send \"force\": true to remove the field from those rows \
+                         and remap (details: the first {} ids)",
+                        conversion.failed_count,
+                        to.name(),
+                        conversion.converted,
+                        crate::engine::MAX_FAILED_IDS
+                    ),
+                    details,
+                });
+            }
+            ok(&RemapAnswer {
+                table: &remap.table,
+                converted: conversion.converted,
+                failed: &conversion.failed,
+                failed_count: conversion.failed_count,
+            })
         }
         (Endpoint::CatalogItem, _) => {
             let item = request.json_value()?;
@@ -106,6 +147,9 @@ async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpRespons
             .map(|line| serde_json::from_slice(line).map_err(|error| ApiError::MalformedJson(error.to_string())))
             .collect()
     };
+    if parsed.is_empty() {
+        return Err(ApiError::validation("no items in the request"));
+    }
     let mut failed = Vec::new();
     let (indexes, rows): (Vec<usize>, Vec<Value>) = parsed
         .into_iter()
@@ -125,6 +169,13 @@ async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpRespons
         }
     }
     failed.sort_by_key(|failure| failure["index"].as_u64());
+    // As for events: a bulk request none of whose rows was stored is a 400.
+    if upserted == 0 {
+        return Err(ApiError::AllRejected {
+            message: format!("all {} items were rejected", failed.len()),
+            details: failed,
+        });
+    }
     ok(&json!({ "upserted": upserted, "failed": failed }))
 }
 

@@ -47,11 +47,31 @@ pub fn required_query(body: &Map<String, Value>) -> Result<String, ApiError> {
     }
 }
 
+/// An optional boolean: absent or null → `None`; anything else → 422.
+pub fn optional_bool(body: &Map<String, Value>, field: &str) -> Result<Option<bool>, ApiError> {
+    match body.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(flag)) => Ok(Some(*flag)),
+        Some(_) => Err(ApiError::validation(format!("\"{field}\" must be a boolean"))),
+    }
+}
+
+/// Serde's reading of an optional [`crate::domain::whole_number`] (null reads as absent).
+pub fn optional_whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    use serde::Deserialize;
+    match Option::<Value>::deserialize(deserializer)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => crate::domain::whole_number(&value)
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom("expected an integer >= 0")),
+    }
+}
+
 /// `limit`: `default` when absent, else an integer in `0..=max`.
 pub fn limit(body: &Map<String, Value>, default: usize, max: usize) -> Result<usize, ApiError> {
     match body.get("limit") {
         None | Some(Value::Null) => Ok(default),
-        Some(value) => match value.as_u64() {
+        Some(value) => match crate::domain::whole_number(value) {
             Some(limit) if limit <= max as u64 => Ok(limit as usize),
             _ => Err(ApiError::validation(format!(
                 "\"limit\" must be an integer from 0 to {max}"
@@ -83,7 +103,8 @@ mod tests {
         assert_eq!(limit(&object(json!({})), 50, 1000).unwrap(), 50);
         assert_eq!(limit(&object(json!({"limit": 0})), 50, 1000).unwrap(), 0);
         assert_eq!(limit(&object(json!({"limit": 1000})), 50, 1000).unwrap(), 1000);
-        for bad in [json!(-1), json!(1001), json!(2.5), json!("3"), json!(true)] {
+        assert_eq!(limit(&object(json!({"limit": 3.0})), 50, 1000).unwrap(), 3);
+        for bad in [json!(-1), json!(1001), json!(2.5), json!(-2.0), json!("3"), json!(true)] {
             assert!(limit(&object(json!({ "limit": bad })), 50, 1000).is_err(), "{bad}");
         }
     }

@@ -36,6 +36,9 @@ pub enum ApiError {
     Forbidden(&'static str),
     #[error("{0}")]
     NotFound(String),
+    /// The request conflicts with what is stored (409 `conflict`).
+    #[error("{0}")]
+    Conflict(String),
     #[error("{method} is not allowed here")]
     MethodNotAllowed { method: Method, allowed: &'static [Method] },
     #[error("the request did not complete within {0} ms")]
@@ -79,6 +82,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::MethodNotAllowed { .. } => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "timeout"),
             ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
@@ -145,6 +149,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::InvalidCombination(message) => ApiError::InvalidCombination(message),
             error @ ServiceError::TypeMismatch(_) => ApiError::TypeMismatch(error.to_string()),
             error @ ServiceError::NotFound(_) => ApiError::NotFound(error.to_string()),
+            ServiceError::Conflict(message) => ApiError::Conflict(message),
             error @ ServiceError::UnknownModel(_) => ApiError::UnknownModel(error.to_string()),
             ServiceError::RateLimited { retry_after_secs } => ApiError::RateLimited(retry_after_secs),
             ServiceError::Unavailable(message) => ApiError::Unavailable(message),

@@ -15,6 +15,7 @@ mod error;
 mod events;
 mod forward;
 mod image_fetch;
+mod openapi;
 mod peer_claims;
 mod recommend;
 mod recommend_module;
@@ -237,6 +238,7 @@ async fn route(
     }
     match endpoint {
         Endpoint::Healthz => ok(&json!({ "status": "ok" })),
+        Endpoint::OpenApi => Ok(openapi::response()),
         Endpoint::Readyz if state.ready.load(Ordering::SeqCst) => ok(&json!({ "status": "ready" })),
         Endpoint::Readyz => Err(ApiError::Unavailable("shutting down".into())),
         Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats | Endpoint::AdminRetrain => {

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::decode::{item_id, optional_string, request_context, take_item_id};
+use super::decode::{item_id, optional_bool, optional_string, optional_whole_number, request_context, take_item_id};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 
 use crate::service::recommend::{Candidate, RecommendRequest, MAX_CANDIDATES};
@@ -32,21 +32,42 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
 
 /// The shape of a valid body, read in one typed pass (no `Value` tree): what
 /// almost every request is. `null` reads as absent, as the rules say.
-#[derive(Deserialize)]
-struct TypedBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+#[schema(
+    as = RecommendBody,
+    description = "`model_id` (or the legacy `model_name`); `user_id` or `session_id`; \
+                   exactly one of `item_ids` and `items` (400 for both or neither)."
+)]
+pub(super) struct TypedBody {
+    #[schema(min_length = 1)]
     model_id: Option<String>,
+    #[schema(min_length = 1)]
     model_name: Option<String>,
+    #[schema(max_items = 10000)]
     item_ids: Option<Vec<String>>,
+    #[schema(max_items = 10000)]
     items: Option<Vec<TypedItem>>,
+    #[schema(min_length = 1)]
     user_id: Option<String>,
+    #[schema(min_length = 1)]
     session_id: Option<String>,
+    /// Free request context (user_region, device_type, ...).
+    #[schema(value_type = Option<Object>)]
     context: Option<Map<String, Value>>,
+    /// Every candidate when absent (a whole-number float such as `3.0` counts as an integer).
+    #[serde(default, deserialize_with = "optional_whole_number")]
     limit: Option<u64>,
+    /// Rank soft-deleted items too; by default they are left out of the answer.
+    include_deleted: Option<bool>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = CandidateItem)]
 struct TypedItem {
+    #[schema(min_length = 1)]
     id: String,
+    /// String, number, boolean or array-of-strings values.
+    #[schema(value_type = Option<Object>)]
     attributes: Option<Map<String, Value>>,
 }
 
@@ -90,6 +111,7 @@ fn well_formed(bytes: &[u8]) -> Option<RecommendRequest> {
         session_id: typed.session_id,
         context: typed.context.unwrap_or_default(),
         limit: typed.limit.map(|limit| limit as usize),
+        include_deleted: typed.include_deleted.unwrap_or(false),
     })
 }
 
@@ -111,11 +133,11 @@ fn checked(body: Value) -> Result<RecommendRequest, ApiError> {
     let limit = match body.get("limit") {
         None | Some(Value::Null) => None,
         Some(value) => Some(
-            value
-                .as_u64()
+            crate::domain::whole_number(value)
                 .ok_or_else(|| ApiError::validation("\"limit\" must be an integer >= 0"))? as usize,
         ),
     };
+    let include_deleted = optional_bool(&body, "include_deleted")?.unwrap_or(false);
     Ok(RecommendRequest {
         model_id,
         candidates,
@@ -123,18 +145,19 @@ fn checked(body: Value) -> Result<RecommendRequest, ApiError> {
         session_id,
         context,
         limit,
+        include_deleted,
     })
 }
 
 /// The 200 body. Typed, so that scores serialize as the shortest decimal of their
 /// `f32` (0.8, not 0.800000011920929 as a detour through a JSON `Value` would give).
-#[derive(Serialize)]
-struct RecommendResponse {
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct RecommendResponse {
     rec_id: String,
     items: Vec<RankedItem>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct RankedItem {
     id: String,
     score: f32,
@@ -258,6 +281,9 @@ mod tests {
             r#"{"model_id": "m", "user_id": "u", "items": [{"attributes": {}}]}"#,
             r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "limit": -1}"#,
             r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "limit": 1.5}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "limit": 2.0, "include_deleted": true}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "include_deleted": null}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "include_deleted": "yes"}"#,
             r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "context": []}"#,
             r#"{"model_id": "m", "user_id": 7, "item_ids": ["a"]}"#,
             r#"[null, null, ["a"], null, "u"]"#,

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::decode::{item_id, optional_string, request_context};
+use super::decode::{item_id, optional_bool, optional_string, request_context};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::service::modules::{ItemSpec, ModuleSpec, ModulesRequest};
 use crate::service::recommend::MAX_CANDIDATES;
@@ -28,6 +28,7 @@ fn parse_request(body: &Map<String, Value>) -> Result<ModulesRequest, ApiError> 
     let item_model_id = required("item_model_id")?;
     let module_model_id = required("module_model_id")?;
     let context = request_context(body)?;
+    let include_deleted = optional_bool(body, "include_deleted")?.unwrap_or(false);
     let modules = match body.get("modules") {
         None | Some(Value::Null) => return Err(ApiError::validation("\"modules\" is required")),
         Some(Value::Array(modules)) => modules,
@@ -59,6 +60,7 @@ fn parse_request(body: &Map<String, Value>) -> Result<ModulesRequest, ApiError> 
         module_model_id,
         context,
         modules,
+        include_deleted,
     })
 }
 
@@ -113,8 +115,7 @@ fn parse_item(item: &Value, path: &str) -> Result<ItemSpec, ApiError> {
 fn optional_count(object: &Map<String, Value>, field: &str, path: &str) -> Result<Option<usize>, ApiError> {
     match object.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => value
-            .as_u64()
+        Some(value) => crate::domain::whole_number(value)
             .map(|count| Some(usize::try_from(count).unwrap_or(usize::MAX)))
             .ok_or_else(|| ApiError::validation(format!("\"{path}.{field}\" must be an integer >= 0"))),
     }

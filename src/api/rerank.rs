@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::decode::{item_id, limit, optional_string, required_query};
+use super::decode::{item_id, limit, optional_bool, optional_string, required_query};
 use super::embedded_events::embedded_events;
 use super::search::{FoundItem, FoundItems};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
@@ -33,6 +33,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         retrieval: retrieval_metadata(&body)?,
         events: embedded_events(&body)?,
         limit: limit(&body, DEFAULT_LIMIT, MAX_CANDIDATES)?,
+        include_deleted: optional_bool(&body, "include_deleted")?.unwrap_or(false),
     };
     let reranked = state.services.rerank(request).await?;
     let items = reranked

@@ -58,6 +58,8 @@ pub enum Endpoint {
     SearchRerank,
     /// `/embed`
     Embed,
+    /// `/openapi.json`: this API's OpenAPI document
+    OpenApi,
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -70,7 +72,7 @@ const DELETE: &[Method] = &[Method::DELETE];
 
 impl Endpoint {
     /// Every endpoint, in [`Endpoint::index`] order.
-    pub const ALL: [Endpoint; 27] = [
+    pub const ALL: [Endpoint; 28] = [
         Endpoint::Healthz,
         Endpoint::Readyz,
         Endpoint::AdminKeys,
@@ -98,6 +100,7 @@ impl Endpoint {
         Endpoint::Search,
         Endpoint::SearchRerank,
         Endpoint::Embed,
+        Endpoint::OpenApi,
     ];
 
     /// Its position in [`Endpoint::ALL`].
@@ -135,6 +138,19 @@ impl Endpoint {
             Endpoint::Search => "/v1/search",
             Endpoint::SearchRerank => "/v1/search/rerank",
             Endpoint::Embed => "/embed",
+            Endpoint::OpenApi => "/openapi.json",
+        }
+    }
+
+    /// The other paths this endpoint is served at: every route outside `/v1` is served
+    /// under `/v1` too, and the other way round where the SPEC's examples use it.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Endpoint::Engagement => &["/cds/engagement", "/v1/catalog/engagement", "/v1/cds/engagement"],
+            Endpoint::Chat => &["/v1/chat"],
+            Endpoint::SearchRerank => &["/search/rerank"],
+            Endpoint::Embed => &["/v1/embed"],
+            _ => &[],
         }
     }
 
@@ -170,6 +186,7 @@ impl Endpoint {
             ["v1", "search"] => Endpoint::Search,
             ["v1", "search", "rerank"] | ["search", "rerank"] => Endpoint::SearchRerank,
             ["embed"] | ["v1", "embed"] => Endpoint::Embed,
+            ["openapi.json"] => Endpoint::OpenApi,
             _ => return None,
         };
         let params = match endpoint {
@@ -199,7 +216,7 @@ impl Endpoint {
     /// The methods this endpoint takes.
     pub fn methods(self) -> &'static [Method] {
         match self {
-            Endpoint::Healthz | Endpoint::Readyz => GET,
+            Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi => GET,
             Endpoint::AdminKeys => GET_POST,
             Endpoint::AdminKey => DELETE,
             Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
@@ -223,10 +240,11 @@ impl Endpoint {
         }
     }
 
-    /// The scope a method on this endpoint needs; `None` for the open probes.
+    /// The scope a method on this endpoint needs; `None` for the open probes and the
+    /// API document.
     pub fn scope(self, method: &Method) -> Option<&'static str> {
         Some(match self {
-            Endpoint::Healthz | Endpoint::Readyz => return None,
+            Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi => return None,
             Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats | Endpoint::AdminRetrain => "admin",
             Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
                 "catalog:write"
@@ -264,6 +282,13 @@ mod tests {
                 .join("/");
             let routed = Endpoint::match_path(&path).map(|(routed, _)| routed);
             assert_eq!(routed, Some(endpoint), "{path}");
+            for alias in endpoint.aliases() {
+                assert_eq!(
+                    Endpoint::match_path(alias).map(|(routed, _)| routed),
+                    Some(endpoint),
+                    "{alias}"
+                );
+            }
         }
     }
 

@@ -54,19 +54,20 @@ fn tables(body: &Map<String, Value>) -> Result<Vec<String>, ApiError> {
 
 /// A search or rerank response: typed, so that scores serialize as the shortest
 /// decimal of their `f32` (a detour through a JSON `Value` widens them to f64 digits).
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(super) struct FoundItems<'a> {
     pub items: Vec<FoundItem<'a>>,
 }
 
 /// One item of a search or rerank response; both key names carry the id (DESIGN §7).
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(super) struct FoundItem<'a> {
     pub id: &'a str,
     pub item_id: &'a str,
     pub score: f32,
     /// Search only: title, description, price, imageUrl as the catalog has them.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }
 

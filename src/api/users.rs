@@ -35,6 +35,9 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     ))
                 }
             };
+            if users.is_empty() {
+                return Err(ApiError::validation("no users in the request"));
+            }
             let mut stored = Vec::new();
             let mut failed = Vec::new();
             for (index, result) in services.upsert_users(users).await?.into_iter().enumerate() {
@@ -42,6 +45,13 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                     Ok(user) => stored.push(Value::Object(user)),
                     Err(error) => failed.push(row_failure(index, error)),
                 }
+            }
+            // As for events: a bulk request none of whose rows was stored is a 400.
+            if stored.is_empty() {
+                return Err(ApiError::AllRejected {
+                    message: format!("all {} users were rejected", failed.len()),
+                    details: failed,
+                });
             }
             ok(&json!({ "users": stored, "failed": failed }))
         }

@@ -135,13 +135,16 @@ fn optional_time(object: &mut Map<String, Value>, field: &str) -> Result<Option<
 }
 
 fn string_array(value: Value, field: &str) -> Result<Vec<String>, InvalidEvent> {
-    let error = || invalid(format!("{field:?} must be an array of strings"));
+    let error = || invalid(format!("{field:?} must be an array of non-empty strings"));
     let Value::Array(values) = value else {
         return Err(error());
     };
     values
         .into_iter()
-        .map(|v| if let Value::String(s) = v { Ok(s) } else { Err(error()) })
+        .map(|v| match v {
+            Value::String(s) if !s.is_empty() => Ok(s),
+            _ => Err(error()),
+        })
         .collect()
 }
 
@@ -217,9 +220,7 @@ fn rank(object: &mut Map<String, Value>) -> Result<Option<u64>, InvalidEvent> {
     match object.remove("rank") {
         None | Some(Value::Null) => Ok(None),
         Some(value) => Ok(Some(
-            value
-                .as_u64()
-                .ok_or_else(|| invalid("\"rank\" must be an integer >= 0"))?,
+            super::whole_number(&value).ok_or_else(|| invalid("\"rank\" must be an integer >= 0"))?,
         )),
     }
 }

@@ -21,6 +21,8 @@ pub struct ItemFeatures {
     pub embedding: Option<Vec<f32>>,
     /// `Some(false)` for an item that cannot be had (or is soft-deleted).
     pub available: Option<bool>,
+    /// Soft-deleted (`is_deleted: true`): ranking leaves it out unless asked for it.
+    pub deleted: bool,
 }
 
 impl ItemFeatures {
@@ -36,6 +38,7 @@ impl ItemFeatures {
             attributes,
             embedding,
             available: availability(row),
+            deleted: row.get("is_deleted") == Some(&Value::Bool(true)),
         }
     }
 }

@@ -23,3 +23,12 @@ pub use event::{Event, SequencedEvent};
 pub use item_features::ItemFeatures;
 pub use live_state_id::{LiveStateId, StateKind};
 pub use signals::Signals;
+
+/// A JSON integer >= 0. A whole number written as a float (`3.0`) counts: JSON
+/// Schema calls it an integer, and so do clients generated from our OpenAPI document.
+pub fn whole_number(value: &serde_json::Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        let float = value.as_f64()?;
+        (float.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(&float)).then_some(float as u64)
+    })
+}

@@ -3,17 +3,18 @@
 //! stall the HTTP event loop; the shards' concurrent writes are group-committed by
 //! the storage layer. A reply is sent only after the write is durable.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use actix::{Actor, Context, Handler, Message, MessageResult};
 use serde_json::{Map, Value};
 
 use super::catalog::{
-    prepare_row, stamp_row, CatalogError, ItemReader, Relation, RowKind, StoredTimes, TableRecord, TableRegistry,
+    prepare_row, stamp_row, CatalogError, FieldType, ItemReader, PreparedRow, Relation, RowKind, StoredTimes,
+    TableRecord, TableRegistry,
 };
 use crate::clock::SharedClock;
-use crate::storage::{layout, Cf, Storage};
+use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::ShardId;
 
 /// The actor of one shard.
@@ -49,6 +50,28 @@ impl CatalogShard {
         }
     }
 
+    /// Every value of a declared relation field names a stored row of the related
+    /// table (one point lookup each); a row may name itself.
+    fn check_relations(&self, row: &PreparedRow) -> Result<(), CatalogError> {
+        for relation in &row.table.relations {
+            let keys: Vec<&str> = match row.fields.get(&relation.field) {
+                Some(Value::String(key)) => vec![key.as_str()],
+                Some(Value::Array(keys)) => keys.iter().filter_map(Value::as_str).collect(),
+                _ => continue,
+            };
+            for key in keys {
+                let itself = relation.relation_table == row.table.table_name && key == row.id;
+                if !itself && !self.items.row_exists(&relation.relation_table, key)? {
+                    return Err(CatalogError::Invalid(format!(
+                        "field {:?} names {key:?}, which is no row of table {:?}",
+                        relation.field, relation.relation_table
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn row_key(&self, kind: RowKind, table: &str, id: &str) -> Vec<u8> {
         match kind {
             RowKind::Item => layout::item(self.shard, table, id),
@@ -70,6 +93,9 @@ impl Actor for CatalogShard {
 pub struct UpsertRows {
     pub kind: RowKind,
     pub rows: Vec<Value>,
+    /// Whether relation fields must name stored rows. Off for writes another node
+    /// already checked (the catalog log), which must apply here as they did there.
+    pub check_relations: bool,
 }
 
 /// The stored row, or why it was refused.
@@ -84,10 +110,17 @@ impl Handler<UpsertRows> for CatalogShard {
 
     fn handle(&mut self, message: UpsertRows, _: &mut Context<Self>) -> Self::Result {
         let kind = message.kind;
+        let check_relations = message.check_relations;
         let prepared: Vec<_> = message
             .rows
             .into_iter()
-            .map(|row| prepare_row(kind, row, &self.tables))
+            .map(|row| {
+                let row = prepare_row(kind, row, &self.tables)?;
+                if check_relations {
+                    self.check_relations(&row)?;
+                }
+                Ok(row)
+            })
             .collect();
         let keys: Vec<Vec<u8>> = prepared
             .iter()
@@ -196,7 +229,12 @@ impl Handler<PatchRow> for CatalogShard {
         row.insert(kind.id_field().into(), Value::String(id));
         row.insert("_table".into(), Value::String(table));
         let rows = vec![Value::Object(row)];
-        let MessageResult(mut results) = self.handle(UpsertRows { kind, rows }, context);
+        let upsert = UpsertRows {
+            kind,
+            rows,
+            check_relations: true,
+        };
+        let MessageResult(mut results) = self.handle(upsert, context);
         results.pop().expect("one result per row")
     }
 }
@@ -302,6 +340,139 @@ impl Handler<DropTableRows> for CatalogShard {
         batch.commit()?;
         self.items.table_dropped(&message.table);
         Ok(())
+    }
+}
+
+/// What a remap does with a shard's stored values of a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvertMode {
+    /// Only count the lengths of the values that convert to an embedding.
+    Lengths,
+    /// Count what converts and what does not; change nothing.
+    DryRun,
+    /// Store the converted values and remove the field from rows whose value does not convert.
+    Apply,
+}
+
+/// Converts a field's stored values on this shard to a type (a remap).
+pub struct ConvertField {
+    pub kind: RowKind,
+    pub table: String,
+    pub field: String,
+    pub to: FieldType,
+    /// For an embedding: the length every value must have.
+    pub length: Option<usize>,
+    pub mode: ConvertMode,
+}
+
+/// What [`ConvertField`] found on one shard (or, summed, on all).
+#[derive(Debug, Default)]
+pub struct Conversion {
+    /// Values that are (now) of the type.
+    pub converted: usize,
+    /// Ids of the rows whose value does not convert, the first [`MAX_FAILED_IDS`] by id.
+    pub failed: Vec<String>,
+    pub failed_count: usize,
+    /// Embedding lengths of the values that convert, with their counts.
+    pub lengths: BTreeMap<usize, usize>,
+}
+
+/// Most failed ids a remap reports.
+pub const MAX_FAILED_IDS: usize = 100;
+
+impl Conversion {
+    /// Adds another shard's findings.
+    pub fn merge(&mut self, other: Conversion) {
+        self.converted += other.converted;
+        self.failed_count += other.failed_count;
+        self.failed.extend(other.failed);
+        self.failed.sort();
+        self.failed.truncate(MAX_FAILED_IDS);
+        for (length, count) in other.lengths {
+            *self.lengths.entry(length).or_default() += count;
+        }
+    }
+}
+
+impl Message for ConvertField {
+    type Result = Result<Conversion, CatalogError>;
+}
+
+impl Handler<ConvertField> for CatalogShard {
+    type Result = Result<Conversion, CatalogError>;
+
+    fn handle(&mut self, message: ConvertField, _: &mut Context<Self>) -> Self::Result {
+        let ConvertField {
+            kind,
+            table,
+            field,
+            to,
+            length,
+            mode,
+        } = message;
+        let prefix = match kind {
+            RowKind::User => layout::user(self.shard, ""),
+            RowKind::Item => layout::table_prefix(self.shard, &table),
+        };
+        let mut found = Conversion::default();
+        let mut batch = self.storage.batch();
+        let mut changed = Vec::new();
+        for entry in self.storage.scan_prefix(kind.cf(), &prefix) {
+            let (key, bytes) = entry?;
+            let mut row: Map<String, Value> =
+                serde_json::from_slice(&bytes).map_err(|error| StorageError::Corrupt {
+                    key: format!("a row of table {table:?}"),
+                    reason: error.to_string(),
+                })?;
+            let Some(value) = row.get(&field).filter(|value| !value.is_null()) else {
+                continue;
+            };
+            let converted = to.convert(value).filter(|converted| match (length, converted) {
+                (Some(length), Value::Array(values)) if to == FieldType::Embedding => values.len() == length,
+                _ => true,
+            });
+            let id = row
+                .get(kind.id_field())
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            match converted {
+                Some(converted) => {
+                    found.converted += 1;
+                    if let Value::Array(values) = &converted {
+                        if to == FieldType::Embedding {
+                            *found.lengths.entry(values.len()).or_default() += 1;
+                        }
+                    }
+                    if mode == ConvertMode::Apply && converted != *value {
+                        row.insert(field.clone(), converted);
+                        batch.put(kind.cf(), &key, &serde_json::to_vec(&row).expect("json map serializes"));
+                        changed.push(id);
+                    }
+                }
+                None => {
+                    found.failed_count += 1;
+                    if found.failed.len() < MAX_FAILED_IDS {
+                        found.failed.push(id.clone());
+                    }
+                    if mode == ConvertMode::Apply {
+                        row.remove(&field);
+                        batch.put(kind.cf(), &key, &serde_json::to_vec(&row).expect("json map serializes"));
+                        changed.push(id);
+                    }
+                }
+            }
+        }
+        if !changed.is_empty() {
+            batch.commit()?;
+            if kind == RowKind::Item {
+                for id in &changed {
+                    self.items.changed(&table, id);
+                }
+            }
+        }
+        found.failed.sort();
+        Ok(found)
     }
 }
 

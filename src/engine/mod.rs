@@ -31,7 +31,8 @@ use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{shard_for, Ownership, ShardId};
 use catalog::{id_of, CatalogError, FieldType, ItemReader, Relation, RowKind, TableRecord, TableRegistry, USERS_TABLE};
 pub use catalog_shard::{CatalogShard, RowResult};
-use catalog_shard::{DeleteItem, DeleteUser, DropTableRows, PatchRow, PutTable, UpsertRows};
+pub use catalog_shard::{Conversion, MAX_FAILED_IDS};
+use catalog_shard::{ConvertField, ConvertMode, DeleteItem, DeleteUser, DropTableRows, PatchRow, PutTable, UpsertRows};
 pub use live_actor::{LiveActor, SessionActor, UserActor};
 pub use live_state_error::LiveStateError;
 pub use shard_host::Projection;
@@ -40,6 +41,17 @@ use shard_host::{
 };
 pub use shard_moves::{HeldShards, ShardExport};
 use signal_board::SignalBoard;
+
+/// The outcome of a field remap.
+#[derive(Debug)]
+pub struct Remap {
+    /// The table record: remapped when `applied`, else as it was.
+    pub table: Arc<TableRecord>,
+    /// Whether the type changed (false: some values do not convert and no `force`).
+    pub applied: bool,
+    /// What converted and what did not (applied with `force`: the values cleared).
+    pub conversion: Conversion,
+}
 
 /// The running engine of one node.
 pub struct Engine {
@@ -283,6 +295,22 @@ impl Engine {
     /// Upserts rows (items or users), each on the shard its id hashes to. Results
     /// come back in request order; one bad row does not stop the others.
     pub async fn upsert_rows(&self, kind: RowKind, rows: Vec<Value>) -> Vec<RowResult> {
+        self.upsert_checked_rows(kind, rows, true).await
+    }
+
+    /// Applies rows another node stored (the catalog log): as they were accepted
+    /// there, so relations are not looked up again, and nulls that older versions
+    /// dropped silently are dropped here too.
+    pub async fn upsert_replicated_rows(&self, kind: RowKind, mut rows: Vec<Value>) -> Vec<RowResult> {
+        for row in &mut rows {
+            if let Value::Object(fields) = row {
+                fields.retain(|_, value| !value.is_null());
+            }
+        }
+        self.upsert_checked_rows(kind, rows, false).await
+    }
+
+    async fn upsert_checked_rows(&self, kind: RowKind, rows: Vec<Value>, check_relations: bool) -> Vec<RowResult> {
         catalog::type_new_fields_in_order(kind, &rows, &self.tables);
         let routed = rows
             .into_iter()
@@ -292,7 +320,12 @@ impl Engine {
             })
             .collect();
         self.scatter(routed, |shard, rows| async move {
-            self.ask(shard, UpsertRows { kind, rows }).await
+            let upsert = UpsertRows {
+                kind,
+                rows,
+                check_relations,
+            };
+            self.ask(shard, upsert).await
         })
         .await
     }
@@ -640,36 +673,105 @@ impl Engine {
         Ok(())
     }
 
-    /// Sets a field's type after checking every stored value fits it.
-    pub async fn remap_field(&self, table: &str, field: &str, to: FieldType) -> Result<Arc<TableRecord>, CatalogError> {
-        let (tables, storage, shards) = (self.tables.clone(), self.storage.clone(), self.shard_count);
-        let (table, field) = (table.to_owned(), field.to_owned());
-        tokio::task::spawn_blocking(move || {
-            let cf = if table == USERS_TABLE { Cf::Users } else { Cf::Items };
-            tables.remap(&table, &field, to, || {
-                for shard in 0..shards {
-                    let prefix = if cf == Cf::Users {
-                        layout::user(shard, "")
-                    } else {
-                        layout::table_prefix(shard, &table)
-                    };
-                    for entry in storage.scan_prefix(cf, &prefix) {
-                        let (_, value) = entry?;
-                        let row: Map<String, Value> =
-                            serde_json::from_slice(&value).map_err(|error| StorageError::Corrupt {
-                                key: format!("a row of table {table:?}"),
-                                reason: error.to_string(),
-                            })?;
-                        if let Some(value) = row.get(&field).filter(|v| !v.is_null()) {
-                            to.check(&field, value)?;
-                        }
-                    }
-                }
-                Ok(())
-            })
+    /// Remaps a field to another type: the stored values that convert are converted
+    /// (see [`FieldType::convert`]); when some do not, nothing changes unless `force`,
+    /// which removes the field from those rows. An embedding's length is the recorded
+    /// one, else the one most stored values have. The answer says what converted and
+    /// what did not, and whether the remap was applied.
+    pub async fn remap_field(
+        &self,
+        table: &str,
+        field: &str,
+        to: FieldType,
+        force: bool,
+    ) -> Result<Remap, CatalogError> {
+        let record = self
+            .tables
+            .get(table)
+            .ok_or_else(|| CatalogError::NotFound(format!("table {table:?}")))?;
+        let kind = if table == USERS_TABLE {
+            RowKind::User
+        } else {
+            RowKind::Item
+        };
+        if kind.is_reserved(field) {
+            return Err(CatalogError::Invalid(format!(
+                "{field:?} is a reserved field; its type cannot change"
+            )));
+        }
+        if to == FieldType::Object {
+            return Err(CatalogError::Invalid(
+                "objects are a field type of events only; an item or user field cannot hold one".into(),
+            ));
+        }
+        let mut length = None;
+        if to == FieldType::Embedding {
+            length = match record.fields.get(field) {
+                Some(FieldType::Embedding) => record.embedding_lengths.get(field).copied(),
+                _ => None,
+            };
+            if length.is_none() {
+                let found = self
+                    .convert_field(kind, table, field, to, None, ConvertMode::Lengths)
+                    .await?;
+                // The most common length; of equally common ones, the shortest.
+                length = found
+                    .lengths
+                    .iter()
+                    .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                    .map(|(length, _)| *length);
+            }
+        }
+        let found = self
+            .convert_field(kind, table, field, to, length, ConvertMode::DryRun)
+            .await?;
+        if found.failed_count > 0 && !force {
+            return Ok(Remap {
+                table: record,
+                applied: false,
+                conversion: found,
+            });
+        }
+        let (tables, owned) = (self.tables.clone(), (table.to_owned(), field.to_owned()));
+        let record = tokio::task::spawn_blocking(move || tables.remap(&owned.0, &owned.1, to, length))
+            .await
+            .map_err(|error| CatalogError::Unavailable(error.to_string()))??;
+        let conversion = self
+            .convert_field(kind, table, field, to, length, ConvertMode::Apply)
+            .await?;
+        Ok(Remap {
+            table: record,
+            applied: true,
+            conversion,
         })
-        .await
-        .map_err(|error| CatalogError::Unavailable(error.to_string()))?
+    }
+
+    /// Runs a [`ConvertField`] on every shard and sums what they found.
+    async fn convert_field(
+        &self,
+        kind: RowKind,
+        table: &str,
+        field: &str,
+        to: FieldType,
+        length: Option<usize>,
+        mode: ConvertMode,
+    ) -> Result<Conversion, CatalogError> {
+        let converts = (0..self.shard_count).map(|shard| {
+            let message = ConvertField {
+                kind,
+                table: table.to_owned(),
+                field: field.to_owned(),
+                to,
+                length,
+                mode,
+            };
+            self.ask(shard, message)
+        });
+        let mut total = Conversion::default();
+        for found in join_all(converts).await {
+            total.merge(found??);
+        }
+        Ok(total)
     }
 
     /// Whether the table exists.

@@ -14,6 +14,10 @@ impl Model for InputOrder {
             .map(|index| (count - index as f32) / count)
             .collect())
     }
+
+    fn is_mock(&self) -> bool {
+        true
+    }
 }
 
 /// Always fails the same way.
@@ -22,6 +26,10 @@ struct Failing(ModelError);
 impl Model for Failing {
     fn score(&self, _: &RankContext, _: &[Candidate]) -> Result<Vec<f32>, ModelError> {
         Err(self.0.clone())
+    }
+
+    fn is_mock(&self) -> bool {
+        true
     }
 }
 

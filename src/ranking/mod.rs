@@ -54,6 +54,11 @@ impl Candidate {
             features: None,
         }
     }
+
+    /// Whether the catalog holds it soft-deleted (features must be attached).
+    pub fn is_deleted(&self) -> bool {
+        self.features.as_ref().is_some_and(|features| features.deleted)
+    }
 }
 
 /// What a model may use besides the candidates.
@@ -95,6 +100,13 @@ pub trait Model: Send + Sync {
         candidates: &[Candidate],
     ) -> Result<(Vec<f32>, Option<Vec<FeatureVector>>), ModelError> {
         Ok((self.score(context, candidates)?, None))
+    }
+
+    /// The SPEC's mock models are pure functions of the request: they never read the
+    /// catalog, so soft-deleted items are not left out for them (one score per
+    /// request item, as documented).
+    fn is_mock(&self) -> bool {
+        false
     }
 }
 

@@ -42,6 +42,12 @@ impl Services {
 
     /// Revokes a key; `NotFound` when there is no such key.
     pub async fn revoke_key(&self, id: &str) -> Result<(), ServiceError> {
+        if id == crate::api_keys::BOOTSTRAP_ID {
+            return Err(ServiceError::Conflict(
+                "the bootstrap admin key cannot be revoked over the API: set another RANKSTREAM_ADMIN_KEY and restart"
+                    .into(),
+            ));
+        }
         let (keys, owned) = (self.keys.clone(), id.to_owned());
         if !blocking(move || keys.revoke(&owned)).await?? {
             return Err(ServiceError::NotFound(format!("API key {id:?}")));

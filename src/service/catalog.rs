@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::{ServiceError, Services};
 pub use crate::engine::catalog::{FieldType, Relation, TableRecord};
 use crate::engine::catalog::{RowKind, USERS_TABLE};
+pub use crate::engine::Remap;
 use crate::stream::catalog_log::CatalogChange;
 
 /// A stored row (item or user) as the catalog keeps it.
@@ -46,19 +47,29 @@ impl Services {
             .await
     }
 
-    /// Sets a field's type after checking that every stored value fits it.
-    pub async fn remap_field(&self, table: &str, field: &str, to: FieldType) -> Result<Arc<TableRecord>, ServiceError> {
+    /// Remaps a field's type, converting the stored values that convert; when some do
+    /// not, nothing changes unless `force` (which clears them). Only an applied remap
+    /// is handed to the other nodes.
+    pub async fn remap_field(
+        &self,
+        table: &str,
+        field: &str,
+        to: FieldType,
+        force: bool,
+    ) -> Result<Remap, ServiceError> {
         if !self.engine.has_table(table) {
             return Err(ServiceError::NotFound(format!("table {table:?}")));
         }
-        let record = self.engine.remap_field(table, field, to).await?;
-        let change = CatalogChange::RemapField {
-            table: table.to_owned(),
-            field: field.to_owned(),
-            to,
-        };
-        self.replicate(vec![change]).await?;
-        Ok(record)
+        let remap = self.engine.remap_field(table, field, to, force).await?;
+        if remap.applied {
+            let change = CatalogChange::RemapField {
+                table: table.to_owned(),
+                field: field.to_owned(),
+                to,
+            };
+            self.replicate(vec![change]).await?;
+        }
+        Ok(remap)
     }
 
     /// Upserts items (each a JSON object; the catalog says what is wrong with the

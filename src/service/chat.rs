@@ -113,7 +113,7 @@ pub struct ChatRequest {
 }
 
 /// The answer to a turn.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ChatAnswer {
     pub conversation_id: String,
     /// The reply text.
@@ -122,7 +122,7 @@ pub struct ChatAnswer {
 }
 
 /// A chat item: all strings, as the SPEC shows them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ChatItem {
     pub item_id: String,
     pub title: String,

@@ -16,7 +16,7 @@ pub struct EmbedRequest {
 
 /// The vectors and the model that made them. Serialized as the `/embed` answer
 /// (DESIGN.md §7), directly, so that floats keep their short f32 form.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Embedding {
     pub embedding: Vec<f32>,
     pub model: String,

@@ -26,6 +26,9 @@ pub enum ServiceError {
     /// The thing asked for does not exist (404); the text names it.
     #[error("{0} not found")]
     NotFound(String),
+    /// The request conflicts with what is stored (409).
+    #[error("{0}")]
+    Conflict(String),
     /// `model_id` names no configured model (422 `unknown_model`).
     #[error("no model {0:?} is configured")]
     UnknownModel(String),

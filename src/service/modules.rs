@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::recommend::new_rec_id;
+use super::recommend::{leaves_out_deleted, new_rec_id};
 use super::{ServiceError, Services};
 use crate::ranking::modules::{module_score, place, Adjustment, Displacement, Pinned};
 use crate::ranking::{rank, Candidate, Model, RankContext, Ranked};
@@ -23,6 +23,8 @@ pub struct ModulesRequest {
     pub context: Map<String, Value>,
     /// At least one.
     pub modules: Vec<ModuleSpec>,
+    /// Rank soft-deleted items too (by default they are left out of every module).
+    pub include_deleted: bool,
 }
 
 /// One module of the request.
@@ -53,9 +55,22 @@ pub struct ItemSpec {
 impl Services {
     /// Ranks the modules and the items inside them, places the pins, and records
     /// the items shown under a new `rec_id`.
-    pub async fn rank_modules(&self, request: ModulesRequest) -> Result<RankedModules, ServiceError> {
+    pub async fn rank_modules(&self, mut request: ModulesRequest) -> Result<RankedModules, ServiceError> {
         let item_model = self.model(&request.item_model_id)?;
         let module_model = self.model(&request.module_model_id)?;
+        if leaves_out_deleted(item_model.as_ref(), request.include_deleted) {
+            // Pinned items too: a soft-deleted item is not shown anywhere.
+            let items = self.engine.items();
+            for module in &mut request.modules {
+                let mut kept = Vec::with_capacity(module.items.len());
+                for item in module.items.drain(..) {
+                    if !items.features(&item.id)?.is_some_and(|features| features.deleted) {
+                        kept.push(item);
+                    }
+                }
+                module.items = kept;
+            }
+        }
         let context = self
             .rank_context(
                 Some(request.user_id.clone()),
@@ -204,7 +219,7 @@ fn pins(positions: impl Iterator<Item = Option<usize>>) -> Vec<Pinned<usize>> {
 }
 
 /// The modules in response order, the items in each, the pins that moved.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RankedModules {
     pub rec_id: String,
     pub modules: Vec<RankedModule>,
@@ -214,7 +229,7 @@ pub struct RankedModules {
 }
 
 /// One module of the answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RankedModule {
     pub id: String,
     /// Omitted for a pinned module.
@@ -230,7 +245,7 @@ pub struct RankedModule {
 }
 
 /// One item of a module of the answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct RankedModuleItem {
     pub id: String,
     /// Omitted for a pinned item and in a pre-ranked module.
@@ -242,7 +257,7 @@ pub struct RankedModuleItem {
 }
 
 /// A pin that did not land where it asked: `{code, message}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PinWarning {
     pub code: &'static str,
     pub message: String,

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use super::{ServiceError, Services};
 use crate::domain::{ItemFeatures, LiveStateId, Signals};
 pub use crate::ranking::Candidate;
-use crate::ranking::{rank, RankContext, Ranked, ShownRecord};
+use crate::ranking::{rank, Model, RankContext, Ranked, ShownRecord};
 
 /// Recent items whose embeddings make the profile vector.
 const PROFILE_ITEMS: usize = 10;
@@ -31,6 +31,8 @@ pub struct RecommendRequest {
     /// Request features (region, device, ...).
     pub context: Map<String, Value>,
     pub limit: Option<usize>,
+    /// Rank soft-deleted items too (by default they are left out of the answer).
+    pub include_deleted: bool,
 }
 
 /// The ranked candidates and the id their ranking is recorded under.
@@ -46,6 +48,9 @@ impl Services {
         let model = self.model(&request.model_id)?;
         let mut candidates = request.candidates;
         self.attach_features(&mut candidates)?;
+        if leaves_out_deleted(model.as_ref(), request.include_deleted) {
+            candidates.retain(|candidate| !candidate.is_deleted());
+        }
         let context = self
             .rank_context(request.user_id, request.session_id, request.context)
             .await;
@@ -162,6 +167,13 @@ impl Services {
         };
         self.training.record(rec_id, &record);
     }
+}
+
+/// Whether a ranking drops soft-deleted candidates: always, unless the request asks
+/// for them (`include_deleted`) or the model is one of the SPEC's mock models, which
+/// are pure functions of the request and answer one score per request item.
+pub fn leaves_out_deleted(model: &dyn Model, include_deleted: bool) -> bool {
+    !include_deleted && !model.is_mock()
 }
 
 /// A new `rec_id`: a UUIDv7, so ids sort by time.

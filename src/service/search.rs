@@ -24,6 +24,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::embedded_events::EmbeddedEvent;
+use super::recommend::leaves_out_deleted;
 use super::{ServiceError, Services};
 use crate::config::SearchConfig;
 use crate::embed::Lane;
@@ -75,6 +76,8 @@ pub struct RerankRequest {
     pub retrieval: HashMap<String, Retrieval>,
     pub events: Vec<EmbeddedEvent>,
     pub limit: usize,
+    /// Rank soft-deleted items too (by default they are left out of the answer).
+    pub include_deleted: bool,
 }
 
 /// What the caller's retrieval said about one id.
@@ -263,8 +266,20 @@ impl Services {
             retrieval,
             events,
             limit,
+            include_deleted,
         } = request;
         let model = self.model(&model_id)?;
+        let mut ids = ids;
+        if leaves_out_deleted(model.as_ref(), include_deleted) {
+            let items = self.engine.items();
+            let mut kept = Vec::with_capacity(ids.len());
+            for id in ids {
+                if !items.features(&id)?.is_some_and(|features| features.deleted) {
+                    kept.push(id);
+                }
+            }
+            ids = kept;
+        }
         let text = self.text_scores(&query, &ids).await?;
         let mut context = self.rank_context(user_id, session_id, search_context).await;
         self.apply_embedded_events(&mut context, &events);

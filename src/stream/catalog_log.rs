@@ -365,7 +365,12 @@ async fn apply(engine: &Engine, keys: &KeyStore, change: CatalogChange) -> Resul
             .map_err(catalog),
         CatalogChange::DeleteTable { name } => done_if_gone(engine.delete_table(&name).await.map_err(catalog)),
         CatalogChange::RemapField { table, field, to } => {
-            engine.remap_field(&table, &field, to).await.map(drop).map_err(catalog)
+            // The node that took the remap checked it; here it applies as it did there.
+            engine
+                .remap_field(&table, &field, to, true)
+                .await
+                .map(drop)
+                .map_err(catalog)
         }
         CatalogChange::UpsertItem { row, .. } => upsert(engine, RowKind::Item, row).await.map_err(catalog),
         CatalogChange::UpsertUser { row, .. } => upsert(engine, RowKind::User, row).await.map_err(catalog),
@@ -388,7 +393,7 @@ async fn apply(engine: &Engine, keys: &KeyStore, change: CatalogChange) -> Resul
 
 async fn upsert(engine: &Engine, kind: RowKind, row: Value) -> Result<(), crate::engine::catalog::CatalogError> {
     engine
-        .upsert_rows(kind, vec![row])
+        .upsert_replicated_rows(kind, vec![row])
         .await
         .pop()
         .expect("one result per row")

@@ -58,7 +58,7 @@ fn parse(request: &ApiRequest, config: &ChatConfig) -> Result<ChatRequest, ApiEr
     };
     let limit = match body.get("limit") {
         None | Some(Value::Null) => DEFAULT_LIMIT,
-        Some(value) => match value.as_u64() {
+        Some(value) => match crate::domain::whole_number(value) {
             Some(limit) if (1..=MAX_LIMIT as u64).contains(&limit) => limit as usize,
             _ => {
                 return Err(ApiError::validation(format!(

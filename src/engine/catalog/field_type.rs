@@ -14,7 +14,7 @@ pub const MAX_EMBEDDING_DIMS: usize = 1024;
 pub const MAX_OBJECT_BYTES: usize = 4 * 1024;
 
 /// The type of a custom field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum FieldType {
     #[serde(rename = "string")]
     String,
@@ -110,6 +110,72 @@ impl FieldType {
     }
 }
 
+impl FieldType {
+    /// A stored value as this type holds it (a remap): kept when it fits, converted
+    /// where one reading is obvious (`"3"` → 3, 3 → `"3"`, `"true"` → true, a string →
+    /// a one-string array, numbers → their strings, numeric strings → an embedding, an
+    /// ISO 8601 time → RFC 3339); `None` when it does not convert or breaks a size limit.
+    pub fn convert(self, value: &Value) -> Option<Value> {
+        let text_of = |value: &Value| match value {
+            Value::String(text) => Some(text.clone()),
+            Value::Number(number) => Some(number.to_string()),
+            Value::Bool(flag) => Some(flag.to_string()),
+            _ => None,
+        };
+        let converted = match (self, value) {
+            (FieldType::String, Value::String(_) | Value::Number(_) | Value::Bool(_)) => Value::String(text_of(value)?),
+            (FieldType::Number, Value::Number(_)) => value.clone(),
+            (FieldType::Number, Value::String(text)) => number_of(text)?,
+            (FieldType::Boolean, Value::Bool(_)) => value.clone(),
+            (FieldType::Boolean, Value::String(text)) => match text.trim().to_ascii_lowercase().as_str() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                _ => return None,
+            },
+            (FieldType::ArrayString, Value::String(_)) => Value::Array(vec![value.clone()]),
+            (FieldType::ArrayString, Value::Array(values)) => Value::Array(
+                values
+                    .iter()
+                    .map(|value| text_of(value).map(Value::String))
+                    .collect::<Option<_>>()?,
+            ),
+            (FieldType::Time, Value::String(text)) if parse_time_value(value).is_some() => {
+                match crate::time::parse_rfc3339(text) {
+                    Some(_) => value.clone(),
+                    None => Value::String(crate::time::format_rfc3339(parse_iso8601(text)?)),
+                }
+            }
+            (FieldType::Time, Value::Number(_)) if parse_time_value(value).is_some() => value.clone(),
+            (FieldType::Embedding, Value::Array(values)) if !values.is_empty() => Value::Array(
+                values
+                    .iter()
+                    .map(|value| match value {
+                        Value::Number(_) => Some(value.clone()),
+                        Value::String(text) => number_of(text),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?,
+            ),
+            (FieldType::Relation, Value::String(_) | Value::Number(_)) => Value::String(text_of(value)?),
+            (FieldType::Relation, Value::Array(values)) if values.iter().all(Value::is_string) => value.clone(),
+            (FieldType::Object, Value::Object(_)) => value.clone(),
+            _ => return None,
+        };
+        self.check("", &converted).ok()?;
+        Some(converted)
+    }
+}
+
+/// A string holding a finite number, as a JSON number (an integer when it is one).
+fn number_of(text: &str) -> Option<Value> {
+    let text = text.trim();
+    if let Ok(integer) = text.parse::<i64>() {
+        return Some(Value::from(integer));
+    }
+    let float = text.parse::<f64>().ok().filter(|float| float.is_finite())?;
+    serde_json::Number::from_f64(float).map(Value::Number)
+}
+
 /// What a value looks like, for error messages.
 fn describe(value: &Value) -> String {
     match FieldType::infer(value, false) {
@@ -197,6 +263,36 @@ mod tests {
         assert!(FieldType::Time.check("t", &json!(1_700_000_000)).is_ok());
         assert!(FieldType::Time.check("t", &json!("soon")).is_err());
         assert!(FieldType::ArrayString.check("t", &json!(["a", 1])).is_err());
+    }
+
+    #[test]
+    fn conversions() {
+        let cases = [
+            (FieldType::Number, json!("3"), Some(json!(3))),
+            (FieldType::Number, json!(" 2.5"), Some(json!(2.5))),
+            (FieldType::Number, json!("abc"), None),
+            (FieldType::Number, json!(true), None),
+            (FieldType::String, json!(3), Some(json!("3"))),
+            (FieldType::String, json!(["a"]), None),
+            (FieldType::Boolean, json!("TRUE"), Some(json!(true))),
+            (FieldType::Boolean, json!(1), None),
+            (FieldType::ArrayString, json!("a"), Some(json!(["a"]))),
+            (FieldType::ArrayString, json!([1, "b"]), Some(json!(["1", "b"]))),
+            (
+                FieldType::Time,
+                json!("2024-01-02"),
+                Some(json!("2024-01-02T00:00:00.000Z")),
+            ),
+            (FieldType::Time, json!(1_700_000_000), Some(json!(1_700_000_000))),
+            (FieldType::Time, json!("soon"), None),
+            (FieldType::Embedding, json!(["1", 2]), Some(json!([1, 2]))),
+            (FieldType::Embedding, json!([]), None),
+            (FieldType::Relation, json!(7), Some(json!("7"))),
+            (FieldType::Object, json!("x"), None),
+        ];
+        for (to, value, expected) in cases {
+            assert_eq!(to.convert(&value), expected, "{value} -> {}", to.name());
+        }
     }
 
     #[test]

@@ -137,6 +137,18 @@ impl ItemReader {
         }
     }
 
+    /// Whether `table` (an item table, or the users table) holds a row keyed `key`: one
+    /// point lookup.
+    pub fn row_exists(&self, table: &str, key: &str) -> Result<bool, StorageError> {
+        let shard = shard_for(key.as_bytes(), self.shards);
+        let found = if table == USERS_TABLE {
+            self.storage.get(Cf::Users, &layout::user(shard, key))?
+        } else {
+            self.storage.get(Cf::Items, &layout::item(shard, table, key))?
+        };
+        Ok(found.is_some())
+    }
+
     /// Calls `visit` with every stored item of every table (users live elsewhere).
     pub fn scan_items(&self, visit: &mut dyn FnMut(Map<String, Value>)) -> Result<(), StorageError> {
         for entry in self.storage.scan_prefix(Cf::Items, &[]) {

@@ -45,7 +45,8 @@ impl RowKind {
         }
     }
 
-    fn is_reserved(self, field: &str) -> bool {
+    /// A reserved field: the key, `_table`, `created_at`, `updated_at`, `is_deleted`.
+    pub fn is_reserved(self, field: &str) -> bool {
         field == self.id_field() || matches!(field, "created_at" | "updated_at" | "is_deleted" | "_table")
     }
 }
@@ -103,20 +104,22 @@ pub fn prepare_row(kind: RowKind, row: Value, tables: &TableRegistry) -> Result<
     };
     let table_name = table_of(kind, &object)?;
     let mut table = tables.get_or_create(&table_name)?;
+    refuse_nulls(kind, &object)?;
     let is_deleted = match object.remove("is_deleted") {
-        None | Some(Value::Null) => false,
+        None => false,
         Some(Value::Bool(flag)) => flag,
         Some(_) => return Err(CatalogError::Invalid("\"is_deleted\" must be a boolean".into())),
     };
     let created_at = match object.remove("created_at") {
-        None | Some(Value::Null) => None,
+        None => None,
         Some(value) => Some(format_rfc3339(parse_time_value(&value).ok_or_else(|| {
             CatalogError::Invalid("\"created_at\" must be an ISO 8601 time with a date, or a unix number".into())
         })?)),
     };
-    object.retain(|field, value| !kind.is_reserved(field) && !value.is_null());
+    object.retain(|field, _| !kind.is_reserved(field));
 
     let mut new_fields = Vec::new();
+    let mut new_lengths = Vec::new();
     for (field, value) in &mut object {
         if field.is_empty() || field.len() > 256 || field.chars().any(char::is_control) {
             return Err(CatalogError::Invalid(format!(
@@ -140,10 +143,20 @@ pub fn prepare_row(kind: RowKind, row: Value, tables: &TableRegistry) -> Result<
             }
         };
         typed.check(field, value)?;
+        if let (FieldType::Embedding, Value::Array(values)) = (typed, &*value) {
+            match table.embedding_lengths.get(field) {
+                Some(&expected) if expected != values.len() => {
+                    return Err(embedding_length_error(&table_name, field, expected, values.len()))
+                }
+                Some(_) => {}
+                None if values.is_empty() => {}
+                None => new_lengths.push((field.clone(), values.len())),
+            }
+        }
         normalize_time(typed, value);
     }
-    if !new_fields.is_empty() {
-        table = tables.add_fields(&table_name, &new_fields)?;
+    if !new_fields.is_empty() || !new_lengths.is_empty() {
+        table = tables.add_fields(&table_name, &new_fields, &new_lengths)?;
     }
     object.insert("is_deleted".into(), Value::Bool(is_deleted));
     Ok(PreparedRow {
@@ -168,13 +181,53 @@ pub fn type_new_fields_in_order(kind: RowKind, rows: &[Value], tables: &TableReg
         let brings_new = object.iter().any(|(field, value)| {
             !value.is_null()
                 && !kind.is_reserved(field)
-                && known.as_ref().is_none_or(|table| !table.fields.contains_key(field))
+                && known.as_ref().is_none_or(|table| {
+                    // A new field, or the first length of an embedding field.
+                    match table.fields.get(field) {
+                        None => true,
+                        Some(FieldType::Embedding) => {
+                            value.as_array().is_some_and(|values| !values.is_empty())
+                                && !table.embedding_lengths.contains_key(field)
+                        }
+                        Some(_) => false,
+                    }
+                })
         });
         if brings_new {
             // Only what it records counts here; the row itself is checked on its shard.
             let _ = prepare_row(kind, row.clone(), tables);
         }
     }
+}
+
+/// A null value is refused for every field an upsert may set: PUT and POST store the
+/// whole row, so a field to drop is left out (only PATCH takes null, to remove a
+/// field). System-set fields (`updated_at`, a user's `created_at`) are ignored
+/// whatever they hold, and a null id is "required" (see [`id_of`]).
+fn refuse_nulls(kind: RowKind, object: &Map<String, Value>) -> Result<(), CatalogError> {
+    let ignored = |field: &str| field == "updated_at" || (kind == RowKind::User && field == "created_at");
+    let nulls: Vec<&str> = object
+        .iter()
+        .filter(|(field, value)| value.is_null() && field.as_str() != kind.id_field() && !ignored(field))
+        .map(|(field, _)| field.as_str())
+        .collect();
+    if nulls.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = nulls.iter().map(|field| format!("{field:?}")).collect();
+    Err(CatalogError::Invalid(format!(
+        "field {} is null: an upsert stores the whole {}, so leave a field out instead \
+         (PATCH takes null to remove a field)",
+        named.join(", "),
+        kind.noun()
+    )))
+}
+
+/// A value of an embedding field whose length is not the one the table recorded.
+pub(super) fn embedding_length_error(table: &str, field: &str, expected: usize, given: usize) -> CatalogError {
+    CatalogError::Invalid(format!(
+        "field {field:?} holds embeddings of length {expected} in table {table:?}; this one has length {given}"
+    ))
 }
 
 /// A time given as an ISO 8601 string in another form than RFC 3339 is stored as RFC
@@ -212,7 +265,12 @@ pub fn stamp_row(kind: RowKind, row: PreparedRow, stored: Option<&StoredTimes>, 
 
 fn table_of(kind: RowKind, object: &Map<String, Value>) -> Result<String, CatalogError> {
     let named = match object.get("_table") {
-        None | Some(Value::Null) => None,
+        None => None,
+        Some(Value::Null) => {
+            return Err(CatalogError::Invalid(
+                "\"_table\" is null: name a table or leave it out".into(),
+            ))
+        }
         Some(Value::String(name)) => Some(name.as_str()),
         Some(_) => return Err(CatalogError::Invalid("\"_table\" must be a string".into())),
     };
@@ -245,6 +303,7 @@ mod tests {
             description: String::new(),
             relations: Vec::new(),
             fields: BTreeMap::new(),
+            embedding_lengths: BTreeMap::new(),
             created_at: String::new(),
             updated_at: String::new(),
         });

@@ -24,7 +24,7 @@ pub const DEFAULT_ITEM_TABLE: &str = "items";
 const MAX_TABLE_NAME: usize = 128;
 
 /// A relation column: `field` holds primary keys of rows in `relation_table`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Relation {
     pub field: String,
@@ -32,13 +32,17 @@ pub struct Relation {
 }
 
 /// A table as stored and as returned by the API.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TableRecord {
     pub table_name: String,
     pub description: String,
     pub relations: Vec<Relation>,
     /// Custom field types, inferred at first ingest or remapped.
     pub fields: BTreeMap<String, FieldType>,
+    /// The length of every value of each embedding field: the first stored one's.
+    /// (Absent from records stored before lengths were kept: the next value sets it.)
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub embedding_lengths: BTreeMap<String, usize>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -109,7 +113,7 @@ impl TableRegistry {
     }
 
     /// Creates or updates a table's description and relations. Relation fields that
-    /// already hold another type are refused.
+    /// already hold another type, and relations to tables that do not exist, are refused.
     pub fn put(
         &self,
         name: &str,
@@ -130,6 +134,14 @@ impl TableRegistry {
                 validate_table_name(&relation.relation_table)?;
                 if relation.field.is_empty() {
                     return Err(CatalogError::Invalid("relation field must not be empty".into()));
+                }
+                // The table related to must exist (this one and the users table always do).
+                let target = relation.relation_table.as_str();
+                if target != name && target != USERS_TABLE && self.get(target).is_none() {
+                    return Err(CatalogError::Invalid(format!(
+                        "relation {:?}: table {target:?} does not exist; create it first",
+                        relation.field
+                    )));
                 }
                 match record.fields.get(&relation.field) {
                     None | Some(FieldType::Relation) => {}
@@ -163,9 +175,15 @@ impl TableRegistry {
         self.store(self.new_record(name))
     }
 
-    /// Adds newly seen fields with their inferred types. A field another writer
-    /// typed first keeps that type, and the value that disagrees is a mismatch.
-    pub fn add_fields(&self, name: &str, new_fields: &[(String, FieldType)]) -> Result<Arc<TableRecord>, CatalogError> {
+    /// Adds newly seen fields with their inferred types, and the first lengths of
+    /// embedding fields. A field another writer typed first keeps that type, and the
+    /// value that disagrees is a mismatch; so does a length.
+    pub fn add_fields(
+        &self,
+        name: &str,
+        new_fields: &[(String, FieldType)],
+        new_lengths: &[(String, usize)],
+    ) -> Result<Arc<TableRecord>, CatalogError> {
         let _writer = self.write_lock.lock();
         let current = self
             .get(name)
@@ -186,28 +204,48 @@ impl TableRegistry {
                 }
             }
         }
-        if record.fields.len() == current.fields.len() {
+        for (field, length) in new_lengths {
+            if record.fields.get(field) != Some(&FieldType::Embedding) {
+                continue;
+            }
+            match record.embedding_lengths.get(field) {
+                Some(&expected) if expected != *length => {
+                    return Err(super::rows::embedding_length_error(name, field, expected, *length))
+                }
+                Some(_) => {}
+                None => {
+                    record.embedding_lengths.insert(field.clone(), *length);
+                }
+            }
+        }
+        if record.fields.len() == current.fields.len()
+            && record.embedding_lengths.len() == current.embedding_lengths.len()
+        {
             return Ok(current);
         }
         record.updated_at = format_rfc3339(self.clock.now_millis());
         self.store(record)
     }
 
-    /// Sets a field's type; `check_stored` must accept every stored value first.
+    /// Sets a field's type and, for an embedding, the length of its values (`None`:
+    /// the next value stored sets it).
     pub fn remap(
         &self,
         name: &str,
         field: &str,
         to: FieldType,
-        check_stored: impl FnOnce() -> Result<(), CatalogError>,
+        embedding_length: Option<usize>,
     ) -> Result<Arc<TableRecord>, CatalogError> {
         let _writer = self.write_lock.lock();
         let current = self
             .get(name)
             .ok_or_else(|| CatalogError::NotFound(format!("table {name:?}")))?;
-        check_stored()?;
         let mut record = (*current).clone();
         record.fields.insert(field.to_owned(), to);
+        match embedding_length.filter(|_| to == FieldType::Embedding) {
+            Some(length) => record.embedding_lengths.insert(field.to_owned(), length),
+            None => record.embedding_lengths.remove(field),
+        };
         record.updated_at = format_rfc3339(self.clock.now_millis());
         self.store(record)
     }
@@ -233,6 +271,7 @@ impl TableRegistry {
             description: String::new(),
             relations: Vec::new(),
             fields: BTreeMap::new(),
+            embedding_lengths: BTreeMap::new(),
             created_at: now.clone(),
             updated_at: now,
         }

@@ -1,0 +1,572 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 document of this API, built from the route
+//! table (every endpoint, its paths and methods, the scope each needs) and from the
+//! Rust types of the bodies (`utoipa`'s `ToSchema`). A new endpoint cannot be left out:
+//! [`operation`] matches every one.
+
+mod bodies;
+
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Response, StatusCode};
+use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn, PathItem, PathsBuilder};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{ComponentsBuilder, Object, Schema, Type};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{Content, HeaderBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Ref, RefOr, Required};
+use utoipa::ToSchema;
+
+use self::bodies::*;
+use super::routes::Endpoint;
+use super::HttpResponse;
+
+/// The document, built once.
+pub fn response() -> HttpResponse {
+    static DOCUMENT: OnceLock<Bytes> = OnceLock::new();
+    let bytes = DOCUMENT.get_or_init(|| Bytes::from(document_json().to_string()));
+    let mut response = Response::new(Full::new(bytes.clone()));
+    *response.status_mut() = StatusCode::OK;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// The document as JSON, with the rules the Rust types cannot carry
+/// ([`constraints`]) merged into their schemas.
+pub fn document_json() -> serde_json::Value {
+    let mut document = serde_json::to_value(document()).expect("the document serializes");
+    for (name, extra) in constraints() {
+        let schema = &mut document["components"]["schemas"][name];
+        assert!(schema.is_object(), "constraints name an unknown schema {name}");
+        merge(schema, extra);
+    }
+    document
+}
+
+/// Merges `extra` into `target`: objects key by key, arrays of the same length item
+/// by item (the variants of a `oneOf`), anything else replaced.
+fn merge(target: &mut serde_json::Value, extra: serde_json::Value) {
+    use serde_json::Value;
+    match (target, extra) {
+        (Value::Object(target), Value::Object(extra)) => {
+            for (key, value) in extra {
+                merge(target.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (Value::Array(target), Value::Array(extra)) if target.len() == extra.len() => {
+            for (target, extra) in target.iter_mut().zip(extra) {
+                merge(target, extra);
+            }
+        }
+        (target, extra) => *target = extra,
+    }
+}
+
+/// What a handler checks beyond each field's type: which fields go together, formats,
+/// enumerations. Written as JSON Schema, merged into the derived schemas by name.
+fn constraints() -> Vec<(&'static str, serde_json::Value)> {
+    use serde_json::json;
+    let time = json!({
+        "type": ["string", "number"],
+        // Unix seconds, or milliseconds above 1e12; up to the end of year 9999.
+        "anyOf": [
+            {"type": "string", "format": "date-time"},
+            {"type": "number", "minimum": 0, "exclusiveMaximum": 253_402_300_800_000_u64},
+        ],
+    });
+    let field_names = json!({"maxLength": 256, "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]+$"});
+    // Bulk rows: any JSON values; a row that is not valid is reported in the answer's
+    // `failed` (or `rejected`), while the others are stored.
+    let bulk = |field: &str| json!({"properties": {field: {"minItems": 1}}});
+    let printable = json!({"type": "string", "minLength": 1, "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]+$"});
+    let table_name = json!({"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"});
+    // A custom field of a catalog row: never null, never an object.
+    let custom_value = json!({"anyOf": [
+        {"type": "string"}, {"type": "number"}, {"type": "boolean"},
+        {"type": "array", "items": {"type": "string"}},
+        {"type": "array", "items": {"type": "number"}, "minItems": 1},
+    ]});
+    let present = |field: &str, schema: serde_json::Value| json!({"required": [field], "properties": {field: schema}});
+    let absent = |field: &str| json!({"properties": {field: {"type": "null"}}});
+    vec![
+        (
+            "RecommendBody",
+            json!({
+                "allOf": [
+                    {"oneOf": [present("model_id", json!({"type": "string"})), present("model_name", json!({"type": "string"}))]},
+                    {"anyOf": [present("user_id", json!({"type": "string"})), present("session_id", json!({"type": "string"}))]},
+                    {"oneOf": [present("item_ids", json!({"type": "array"})), present("items", json!({"type": "array"}))]},
+                ],
+            }),
+        ),
+        (
+            "EmbedBody",
+            json!({"anyOf": [absent("image_bytes"), absent("image_url")]}),
+        ),
+        ("EngagementEvent", json!({"properties": {"timestamp": time}})),
+        (
+            "EngagementEvents",
+            json!({"oneOf": [{}, {"minItems": 1}, bulk("events")]}),
+        ),
+        ("V1Events", json!({"oneOf": [{}, bulk("events"), {"minItems": 1}]})),
+        ("ItemRows", json!({"oneOf": [{"minItems": 1}, bulk("items")]})),
+        ("UserRows", json!({"oneOf": [{}, {"minItems": 1}, bulk("users")]})),
+        ("RowPatch", json!({"propertyNames": field_names})),
+        (
+            "EmbeddedEvent",
+            json!({"properties": {"timestamp": {"format": "date-time"}}}),
+        ),
+        (
+            "V1Event",
+            json!({
+                "properties": {
+                    "original_timestamp": time, "rank": {"format": "uint64"},
+                    "uid": {"minLength": 1}, "sid": {"minLength": 1}, "cid": {"minLength": 1},
+                    "id": {"minLength": 1}, "rec_id": {"minLength": 1}, "item_id": {"minLength": 1},
+                    "item_ids": {"items": {"minLength": 1}},
+                },
+                "anyOf": [present("uid", printable.clone()), present("sid", printable.clone()), present("cid", printable.clone())],
+            }),
+        ),
+        (
+            "ItemRow",
+            json!({
+                "properties": {
+                    "id": printable, "_table": {"anyOf": [table_name, {"type": "null"}]}, "created_at": time,
+                    "is_deleted": {"type": "boolean"},
+                },
+                "additionalProperties": custom_value,
+                "propertyNames": field_names,
+            }),
+        ),
+        (
+            "UserRow",
+            json!({
+                "properties": {"uid": printable, "is_deleted": {"type": "boolean"}},
+                "additionalProperties": custom_value,
+                "propertyNames": field_names,
+            }),
+        ),
+        ("PutTableBody", json!({"properties": {"table_name": table_name}})),
+        (
+            "Relation",
+            json!({"properties": {"field": {"minLength": 1}, "relation_table": table_name}}),
+        ),
+        (
+            "RemapBody",
+            json!({"properties": {"type": {"enum": crate::service::catalog::FieldType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>()}}}),
+        ),
+        (
+            "CreateKeyBody",
+            json!({"properties": {
+                "name": {"minLength": 1},
+                "scopes": {"minItems": 1, "items": {"enum": crate::api_keys::SCOPES}},
+                "expires_at": {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}, {"type": "null"}]},
+                "rate_per_sec": {"format": "int64", "maximum": u32::MAX},
+                "burst": {"format": "int64", "maximum": u32::MAX},
+            }}),
+        ),
+        (
+            "SearchBody",
+            json!({"properties": {"tables": {"items": {"minLength": 1}}}}),
+        ),
+    ]
+}
+
+/// The whole document: one path per endpoint pattern and alias, one operation per method.
+pub fn document() -> OpenApi {
+    let mut schemas = Schemas::default();
+    let mut paths = PathsBuilder::new();
+    for endpoint in Endpoint::ALL {
+        for method in endpoint.methods() {
+            let operation = operation(endpoint, method, &mut schemas);
+            for path in std::iter::once(endpoint.pattern()).chain(endpoint.aliases().iter().copied()) {
+                paths = paths.path(path, PathItem::new(http_method(method), operation.clone()));
+            }
+        }
+    }
+    let components = ComponentsBuilder::new()
+        .schemas_from_iter(schemas.0)
+        .security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)))
+        .security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-API-Key",
+                "The legacy way to send a key.",
+            ))),
+        )
+        .build();
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("rankstream")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(
+                    "Real-time ranking: recommend, rank modules, search, rerank, chat and embed; \
+                     catalog tables, items and users; behavioural events. Every error is \
+                     `{code, message}`.",
+                ))
+                .build(),
+        )
+        .paths(paths.build())
+        .components(Some(components))
+        .build()
+}
+
+/// Every schema the document refers to, by name.
+#[derive(Default)]
+struct Schemas(Vec<(String, RefOr<Schema>)>);
+
+impl Schemas {
+    /// A reference to `T`'s schema, which (with the ones it refers to) joins the components.
+    fn of<T: ToSchema>(&mut self) -> RefOr<Schema> {
+        let name = T::name().into_owned();
+        if !self.0.iter().any(|(known, _)| *known == name) {
+            self.0.push((name.clone(), T::schema()));
+            T::schemas(&mut self.0);
+        }
+        RefOr::Ref(Ref::from_schema_name(name))
+    }
+}
+
+/// What one method of one endpoint takes and answers.
+struct Spec {
+    summary: &'static str,
+    /// The request body's schema, when the method reads one.
+    request: Option<RefOr<Schema>>,
+    /// The status of success and its body's schema.
+    success: (u16, RefOr<Schema>),
+    /// Query parameters: name, description.
+    query: &'static [(&'static str, &'static str)],
+}
+
+fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoipa::openapi::path::Operation {
+    let spec = spec(endpoint, method, schemas);
+    let error = schemas.of::<ErrorBody>();
+    let mut builder = OperationBuilder::new()
+        .summary(Some(spec.summary))
+        .operation_id(Some(operation_id(endpoint, method)))
+        .tag(tag(endpoint));
+    for name in path_parameters(endpoint.pattern()) {
+        builder = builder.parameter(
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .schema(Some(non_empty_string())),
+        );
+    }
+    for (name, description) in spec.query {
+        builder = builder.parameter(
+            ParameterBuilder::new()
+                .name(*name)
+                .parameter_in(ParameterIn::Query)
+                .required(Required::False)
+                .description(Some(*description))
+                .schema(Some(Object::with_type(Type::Boolean))),
+        );
+    }
+    if let Some(request) = spec.request {
+        builder = builder.request_body(Some(
+            RequestBodyBuilder::new()
+                .content("application/json", Content::new(Some(request)))
+                .required(Some(Required::True))
+                .build(),
+        ));
+    }
+    let (status, body) = spec.success;
+    builder = builder.response(status.to_string(), json_response("Success.", body));
+    for (status, description) in error_statuses(endpoint) {
+        let mut response = ResponseBuilder::new()
+            .description(*description)
+            .content("application/json", Content::new(Some(error.clone())));
+        if matches!(status, 429 | 503) {
+            response = response.header(
+                "Retry-After",
+                HeaderBuilder::new()
+                    .schema(Object::with_type(Type::Integer))
+                    .description(Some("Seconds to wait before retrying."))
+                    .build(),
+            );
+        }
+        builder = builder.response(status.to_string(), response.build());
+    }
+    if endpoint.scope(method).is_some() {
+        builder = builder
+            .security(SecurityRequirement::new("bearer", Vec::<String>::new()))
+            .security(SecurityRequirement::new("api_key", Vec::<String>::new()));
+    }
+    builder.build()
+}
+
+fn json_response(description: &str, body: RefOr<Schema>) -> utoipa::openapi::Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/json", Content::new(Some(body)))
+        .build()
+}
+
+/// The error statuses an endpoint can answer with, each with the `{code, message}` body.
+fn error_statuses(endpoint: Endpoint) -> &'static [(u16, &'static str)] {
+    const PROBE: &[(u16, &str)] = &[(503, "Shutting down.")];
+    const OPEN: &[(u16, &str)] = &[];
+    const ALL: &[(u16, &str)] = &[
+        (400, "Malformed JSON, or invalid parameters."),
+        (401, "Missing, invalid or expired key."),
+        (403, "The key lacks the scope."),
+        (404, "Nothing of that name."),
+        (
+            409,
+            "Conflicts with what is stored (the bootstrap admin key cannot be revoked).",
+        ),
+        (408, "The request did not complete in time; retry with backoff."),
+        (413, "The body is too large."),
+        (422, "Input failed validation."),
+        (429, "Rate quota exceeded; retry after `Retry-After`."),
+        (500, "Storage or internal failure; retry with backoff."),
+        (503, "A part of the service is unavailable; retry after `Retry-After`."),
+    ];
+    match endpoint {
+        Endpoint::Readyz => PROBE,
+        Endpoint::Healthz | Endpoint::OpenApi => OPEN,
+        _ => ALL,
+    }
+}
+
+fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> Spec {
+    let get = *method == Method::GET;
+    let (summary, request, success) = match endpoint {
+        Endpoint::Healthz => ("Liveness probe.", None, (200, schemas.of::<Probe>())),
+        Endpoint::Readyz => (
+            "Readiness probe: 503 once shutdown begins.",
+            None,
+            (200, schemas.of::<Probe>()),
+        ),
+        Endpoint::OpenApi => ("This document.", None, (200, schemas.of::<AnyObject>())),
+        Endpoint::AdminKeys if get => ("List API keys.", None, (200, schemas.of::<KeyList>())),
+        Endpoint::AdminKeys => (
+            "Create an API key.",
+            Some(schemas.of::<super::admin::CreateKeyBody>()),
+            (201, schemas.of::<KeyCreated>()),
+        ),
+        Endpoint::AdminKey => ("Revoke an API key.", None, (200, schemas.of::<KeyRevoked>())),
+        Endpoint::AdminStats => ("Node statistics.", None, (200, schemas.of::<AnyObject>())),
+        Endpoint::AdminRetrain => (
+            "Rebuild the models from the event log.",
+            None,
+            (200, schemas.of::<AnyObject>()),
+        ),
+        Endpoint::CatalogTable => (
+            "Create or update a table.",
+            Some(schemas.of::<super::catalog::PutTableBody>()),
+            (200, schemas.of::<crate::service::catalog::TableRecord>()),
+        ),
+        Endpoint::CatalogTableNamed if get => (
+            "A table, with its fields' types.",
+            None,
+            (200, schemas.of::<crate::service::catalog::TableRecord>()),
+        ),
+        Endpoint::CatalogTableNamed => (
+            "Delete a table and its items.",
+            None,
+            (200, schemas.of::<TableDeleted>()),
+        ),
+        Endpoint::CatalogTableField => (
+            "Remap a field's type: convert what converts; with `force`, clear the rest.",
+            Some(schemas.of::<super::catalog::RemapBody>()),
+            (200, schemas.of::<super::catalog::RemapAnswer>()),
+        ),
+        Endpoint::CatalogItem => (
+            "Upsert one item (replaces the whole record).",
+            Some(schemas.of::<ItemRow>()),
+            (200, schemas.of::<ItemAck>()),
+        ),
+        Endpoint::CatalogItems => (
+            "Upsert many items.",
+            Some(schemas.of::<ItemRows>()),
+            (200, schemas.of::<ItemsUpserted>()),
+        ),
+        Endpoint::CatalogItemNamed if get => ("An item.", None, (200, schemas.of::<StoredRow>())),
+        Endpoint::CatalogItemNamed if *method == Method::PATCH => (
+            "Change some fields of an item (merge; null removes a field).",
+            Some(schemas.of::<RowPatch>()),
+            (200, schemas.of::<ItemAck>()),
+        ),
+        Endpoint::CatalogItemNamed => (
+            "Soft-delete an item (`?purge=true` removes it).",
+            None,
+            (200, schemas.of::<ItemDeleted>()),
+        ),
+        Endpoint::Users => (
+            "Upsert one user or many (replaces each whole record).",
+            Some(schemas.of::<UserRows>()),
+            (200, schemas.of::<UsersUpserted>()),
+        ),
+        Endpoint::User if get => ("A user.", None, (200, schemas.of::<StoredRow>())),
+        Endpoint::User if *method == Method::PATCH => (
+            "Change some fields of a user (merge; null removes a field).",
+            Some(schemas.of::<RowPatch>()),
+            (200, schemas.of::<StoredRow>()),
+        ),
+        Endpoint::User => (
+            "Delete a user for good, with their events.",
+            None,
+            (200, schemas.of::<UserDeleted>()),
+        ),
+        Endpoint::UserState => ("A user's live state.", None, (200, schemas.of::<LiveState>())),
+        Endpoint::Session => ("A session's live state.", None, (200, schemas.of::<LiveState>())),
+        Endpoint::Events => (
+            "Ingest events in the /v1 format.",
+            Some(schemas.of::<V1Events>()),
+            (202, schemas.of::<EventsAccepted>()),
+        ),
+        Endpoint::Event => ("A stored event.", None, (200, schemas.of::<StoredEvent>())),
+        Endpoint::InternalEvents => (
+            "Cluster-internal: events forwarded to the node owning their shard.",
+            Some(schemas.of::<InternalEvents>()),
+            (200, schemas.of::<InternalResults>()),
+        ),
+        Endpoint::InternalSessionClaim => (
+            "Cluster-internal: claim a session for the node owning its user.",
+            Some(schemas.of::<SessionClaim>()),
+            (200, schemas.of::<ClaimGranted>()),
+        ),
+        Endpoint::Engagement => (
+            "Ingest events in the engagement format.",
+            Some(schemas.of::<EngagementEvents>()),
+            (202, schemas.of::<EventsAccepted>()),
+        ),
+        Endpoint::Recommend => (
+            "Rank candidate items for a user or session.",
+            Some(schemas.of::<super::recommend::TypedBody>()),
+            (200, schemas.of::<super::recommend::RecommendResponse>()),
+        ),
+        Endpoint::RecommendModule => (
+            "Rank modules and the items inside them.",
+            Some(schemas.of::<ModulesBody>()),
+            (200, schemas.of::<crate::service::modules::RankedModules>()),
+        ),
+        Endpoint::Chat => (
+            "One turn of a conversation: a reply and related items.",
+            Some(schemas.of::<ChatBody>()),
+            (200, schemas.of::<crate::service::chat::ChatAnswer>()),
+        ),
+        Endpoint::Search => (
+            "Search items by text.",
+            Some(schemas.of::<SearchBody>()),
+            (200, schemas.of::<super::search::FoundItems>()),
+        ),
+        Endpoint::SearchRerank => (
+            "Rerank candidate items for a query.",
+            Some(schemas.of::<RerankBody>()),
+            (200, schemas.of::<super::search::FoundItems>()),
+        ),
+        Endpoint::Embed => (
+            "Embed a text (and an image).",
+            Some(schemas.of::<EmbedBody>()),
+            (200, schemas.of::<crate::service::embed::Embedding>()),
+        ),
+    };
+    let query: &[(&str, &str)] = match endpoint {
+        Endpoint::CatalogItemNamed if *method == Method::DELETE => {
+            &[("purge", "Remove the item for good instead of marking it deleted.")]
+        }
+        _ => &[],
+    };
+    Spec {
+        summary,
+        request,
+        success,
+        query,
+    }
+}
+
+/// The names of a pattern's `{parameters}`, in order.
+fn path_parameters(pattern: &'static str) -> impl Iterator<Item = &'static str> {
+    pattern
+        .split('/')
+        .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+}
+
+fn non_empty_string() -> Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .build()
+}
+
+fn operation_id(endpoint: Endpoint, method: &Method) -> String {
+    format!("{}_{:?}", method.as_str().to_lowercase(), endpoint)
+}
+
+fn tag(endpoint: Endpoint) -> &'static str {
+    match endpoint {
+        Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi => "meta",
+        Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats | Endpoint::AdminRetrain => "admin",
+        Endpoint::CatalogTable
+        | Endpoint::CatalogTableNamed
+        | Endpoint::CatalogTableField
+        | Endpoint::CatalogItem
+        | Endpoint::CatalogItems
+        | Endpoint::CatalogItemNamed => "catalog",
+        Endpoint::Users | Endpoint::User | Endpoint::UserState | Endpoint::Session => "users",
+        Endpoint::Events | Endpoint::Event | Endpoint::Engagement => "events",
+        Endpoint::InternalEvents | Endpoint::InternalSessionClaim => "internal",
+        Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
+        Endpoint::Chat | Endpoint::Search | Endpoint::SearchRerank | Endpoint::Embed => "search",
+    }
+}
+
+fn http_method(method: &Method) -> HttpMethod {
+    match *method {
+        Method::GET => HttpMethod::Get,
+        Method::POST => HttpMethod::Post,
+        Method::PUT => HttpMethod::Put,
+        Method::PATCH => HttpMethod::Patch,
+        Method::DELETE => HttpMethod::Delete,
+        _ => unreachable!("the route table uses GET, POST, PUT, PATCH and DELETE only"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route of the route table, with every method, is in the document; and
+    /// nothing else is.
+    #[test]
+    fn lists_every_route_of_the_route_table() {
+        let document = document_json();
+        assert_eq!(document["openapi"], "3.1.0");
+        let paths = document["paths"].as_object().unwrap();
+        let mut expected = 0;
+        for endpoint in Endpoint::ALL {
+            for path in std::iter::once(endpoint.pattern()).chain(endpoint.aliases().iter().copied()) {
+                expected += 1;
+                let item = paths.get(path).unwrap_or_else(|| panic!("{path} is missing"));
+                let methods: Vec<&String> = item.as_object().unwrap().keys().collect();
+                assert_eq!(methods.len(), endpoint.methods().len(), "{path}: {methods:?}");
+                for method in endpoint.methods() {
+                    let operation = &item[method.as_str().to_lowercase()];
+                    assert!(operation["responses"].is_object(), "{method} {path}");
+                    assert_eq!(
+                        operation["security"].is_array(),
+                        endpoint.scope(method).is_some(),
+                        "{method} {path}"
+                    );
+                }
+            }
+        }
+        assert_eq!(paths.len(), expected);
+        // Every reference resolves.
+        let text = document.to_string();
+        for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = &reference[..reference.find('"').unwrap()];
+            assert!(document["components"]["schemas"][name].is_object(), "{name}");
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Contract points the OpenAPI document and schema fuzzing settled: the bootstrap key
+//! cannot be revoked over the API, bulk writes refuse an empty list and answer 400
+//! when no row was stored, and whole-number floats count as integers.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn the_bootstrap_admin_key_cannot_be_revoked_over_the_api() {
+    let server = TestServer::start();
+    let (status, body) = server.admin_get("/v1/admin/keys");
+    assert_eq!(status, 200, "{body}");
+    let bootstrap = body["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|key| key["name"] == "bootstrap admin")
+        .unwrap_or_else(|| panic!("no bootstrap key listed: {body}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let reply = server.admin_delete(&format!("/v1/admin/keys/{bootstrap}"));
+    assert_error(&reply, 409, "conflict", "revoke the bootstrap key");
+    // The key still works, and other keys can still be revoked.
+    assert_status(
+        &server.admin_get("/v1/admin/keys"),
+        200,
+        "bootstrap key after the refusal",
+    );
+    let other = server.create_key_record(&["search"], json!({"name": "other"}));
+    let path = format!("/v1/admin/keys/{}", other["id"].as_str().unwrap());
+    assert_status(&server.admin_delete(&path), 200, "revoke another key");
+}
+
+#[test]
+fn bulk_writes_refuse_empty_lists_and_answer_400_when_no_row_was_stored() {
+    let server = TestServer::start();
+    for (path, body) in [
+        (ITEMS, json!([])),
+        (ITEMS, json!({"items": []})),
+        ("/v1/users", json!([])),
+        ("/v1/users", json!({"users": []})),
+    ] {
+        let reply = if path == ITEMS {
+            server.admin_put(path, body.clone())
+        } else {
+            server.admin_post(path, body.clone())
+        };
+        assert_error(&reply, 422, "validation_error", &format!("{path} {body}"));
+    }
+    let reply = server.admin_put(ITEMS, json!([{"title": "no id"}, 5]));
+    let body = assert_status(&reply, 400, "no item stored");
+    assert_eq!(body["code"], "validation_error", "{body}");
+    let indexes: Vec<u64> = body["details"]
+        .as_array()
+        .unwrap_or_else(|| panic!("details: {body}"))
+        .iter()
+        .map(|row| row["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indexes, [0, 1], "{body}");
+    let reply = server.admin_post("/v1/users", json!({"users": [{"name": "no uid"}]}));
+    let body = assert_status(&reply, 400, "no user stored");
+    assert_eq!(
+        (&body["code"], &body["details"][0]["index"]),
+        (&json!("validation_error"), &json!(0)),
+        "{body}"
+    );
+    // One good row is enough for a 200 with the others reported.
+    let reply = server.admin_put(ITEMS, json!([{"id": "ok1"}, {"title": "no id"}]));
+    let body = assert_status(&reply, 200, "partly stored");
+    assert_eq!(
+        (&body["upserted"], &body["failed"][0]["index"]),
+        (&json!(1), &json!(1)),
+        "{body}"
+    );
+}
+
+#[test]
+fn whole_number_floats_count_as_integers() {
+    let server = TestServer::start();
+    assert_status(
+        &server.admin_put(
+            ITEMS,
+            json!([{"id": "a", "title": "red shoe"}, {"id": "b", "title": "red hat"}]),
+        ),
+        200,
+        "items",
+    );
+    let recommend = server.admin_post(
+        "/v1/recommend",
+        json!({"model_id": "test_model_item_200", "user_id": "u", "item_ids": ["a", "b"], "limit": 1.0}),
+    );
+    assert_eq!(
+        assert_status(&recommend, 200, "recommend")["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let search = server.admin_post("/v1/search", json!({"query": "red", "limit": 1.0}));
+    // The index may not have caught up yet: the point is that 1.0 is a valid limit.
+    assert!(assert_status(&search, 200, "search")["items"].as_array().unwrap().len() <= 1);
+    let key = server.admin_post(
+        "/v1/admin/keys",
+        json!({"name": "floats", "scopes": ["search"], "rate_per_sec": 5.0, "burst": 10.0}),
+    );
+    let key = assert_status(&key, 201, "key with float rates");
+    assert_eq!((&key["rate_per_sec"], &key["burst"]), (&json!(5), &json!(10)), "{key}");
+    let event = json!({"type": "impression", "uid": "u", "item_id": "a", "rank": 2.0,
+                       "original_timestamp": "2026-11-23T10:00:00Z"});
+    assert_status(&server.admin_post("/v1/events", event), 202, "event with a float rank");
+    // A fraction is not an integer.
+    let reply = server.admin_post("/v1/search", json!({"query": "red", "limit": 1.5}));
+    assert_error(&reply, 422, "validation_error", "limit 1.5");
+}
