@@ -114,3 +114,15 @@ fn whole_number_floats_count_as_integers() {
     let reply = server.admin_post("/v1/search", json!({"query": "red", "limit": 1.5}));
     assert_error(&reply, 422, "validation_error", "limit 1.5");
 }
+
+/// Schema fuzzing found this: a number written with a leading point stopped the chat
+/// tokenizer from advancing, and the request spun a runtime thread forever.
+#[test]
+fn a_chat_message_with_a_leading_point_is_answered() {
+    let server = TestServer::start();
+    for message in [".5", "something under .75 please"] {
+        let reply = server.admin_post("/chat", json!({"message": message}));
+        let body = assert_status(&reply, 200, message);
+        assert!(body["message"].is_string(), "{body}");
+    }
+}

@@ -47,8 +47,10 @@ pub fn tokenize(message: &str) -> Vec<Token> {
             let start = index;
             while index < chars.len() {
                 let c = chars[index];
-                let inner_separator =
-                    (c == '.' || c == ',') && chars.get(index + 1).is_some_and(char::is_ascii_digit) && index > start;
+                // A point or comma followed by a digit continues a number; a point may
+                // also start one (".5"): the branch is entered on it, so it must be read.
+                let separator = (c == '.' || c == ',') && chars.get(index + 1).is_some_and(char::is_ascii_digit);
+                let inner_separator = separator && (index > start || c == '.');
                 if c.is_ascii_digit() || inner_separator {
                     index += 1;
                 } else {
@@ -275,6 +277,25 @@ pub fn is_stopword(word: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A number that starts with a point used to stop the tokenizer from advancing: a
+    /// chat message ".5" spun a runtime thread forever (found by schema fuzzing).
+    #[test]
+    fn a_leading_point_starts_a_number() {
+        assert_eq!(tokenize(".5"), vec![Token::Number(0.5)]);
+        assert_eq!(
+            tokenize("under .75 or ..5 x.5"),
+            vec![
+                Token::Word("under".into()),
+                Token::Number(0.75),
+                Token::Word("or".into()),
+                Token::Number(0.5),
+                Token::Word("x".into()),
+                Token::Number(0.5),
+            ]
+        );
+        assert_eq!(tokenize(".5.5"), vec![]);
+    }
 
     #[test]
     fn tokenizes_prices_words_and_symbols() {

@@ -298,7 +298,7 @@ pub struct ClaimGranted {
 pub struct EmbeddedEvent {
     /// ISO 8601.
     timestamp: String,
-    #[schema(min_length = 1)]
+    #[schema(min_length = 1, pattern = r"\S")]
     r#type: String,
     #[schema(min_length = 1)]
     item_id: Option<String>,
@@ -309,7 +309,7 @@ pub struct EmbeddedEvent {
 #[derive(ToSchema)]
 pub struct SearchBody {
     /// Not blank.
-    #[schema(min_length = 1)]
+    #[schema(min_length = 1, pattern = r"\S")]
     query: String,
     #[schema(min_length = 1)]
     user_id: Option<String>,
@@ -328,7 +328,7 @@ pub struct SearchBody {
 /// `POST /v1/search/rerank`.
 #[derive(ToSchema)]
 pub struct RerankBody {
-    #[schema(min_length = 1)]
+    #[schema(min_length = 1, pattern = r"\S")]
     query: String,
     /// Ranked once per occurrence.
     #[schema(max_items = 10000)]
@@ -368,7 +368,7 @@ pub struct RetrievalMetadata {
 #[derive(ToSchema)]
 pub struct ChatBody {
     /// Not blank.
-    #[schema(min_length = 1)]
+    #[schema(min_length = 1, pattern = r"\S")]
     message: String,
     /// Continues a conversation; a new one when absent.
     #[schema(min_length = 1, max_length = 256)]
@@ -388,7 +388,7 @@ pub struct ChatBody {
 #[derive(ToSchema)]
 pub struct EmbedBody {
     /// Not blank.
-    #[schema(min_length = 1)]
+    #[schema(min_length = 1, pattern = r"\S")]
     text: String,
     /// The image, base64.
     image_bytes: Option<String>,

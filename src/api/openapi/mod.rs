@@ -82,7 +82,9 @@ fn constraints() -> Vec<(&'static str, serde_json::Value)> {
     // Bulk rows: any JSON values; a row that is not valid is reported in the answer's
     // `failed` (or `rejected`), while the others are stored.
     let bulk = |field: &str| json!({"properties": {field: {"minItems": 1}}});
-    let printable = json!({"type": "string", "minLength": 1, "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]+$"});
+    // No control characters (Rust's `char::is_control`).
+    let no_control = "^[^\\x00-\\x1f\\x7f-\\x9f]+$";
+    let printable = json!({"type": "string", "minLength": 1, "pattern": no_control});
     let table_name = json!({"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"});
     // A custom field of a catalog row: never null, never an object.
     let custom_value = json!({"anyOf": [
@@ -173,6 +175,13 @@ fn constraints() -> Vec<(&'static str, serde_json::Value)> {
         (
             "SearchBody",
             json!({"properties": {"tables": {"items": {"minLength": 1}}}}),
+        ),
+        (
+            "ChatBody",
+            json!({"properties": {
+                "conversation_id": {"pattern": no_control}, "session_id": {"pattern": no_control},
+                "user_id": {"pattern": no_control},
+            }}),
         ),
     ]
 }
