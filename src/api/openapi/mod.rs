@@ -138,7 +138,7 @@ fn constraints() -> Vec<(&'static str, serde_json::Value)> {
             "ItemRow",
             json!({
                 "properties": {
-                    "id": printable, "_table": {"anyOf": [table_name, {"type": "null"}]}, "created_at": time,
+                    "id": printable, "_table": table_name, "created_at": time,
                     "is_deleted": {"type": "boolean"},
                 },
                 "additionalProperties": custom_value,
