@@ -218,13 +218,7 @@ fn the_first_row_in_request_order_types_a_new_field() {
         let field = format!("tier{n}");
         let body = json!({"users": [{"uid": uids[0], field.clone(): "gold"}, {"uid": uids[1], field.clone(): 3}]});
         let result = assert_status(&server.admin_post("/v1/users", body), 200, "users").clone();
-        let failed: Vec<u64> = result["failed"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["index"].as_u64().unwrap())
-            .collect();
-        assert_eq!(failed, [1], "{field}: {result}");
+        assert_eq!(row_indexes(&result["failed"]), [1], "{field}: {result}");
     }
 }
 
@@ -319,13 +313,7 @@ fn null_values_are_refused_on_upserts() {
     assert_error(&server.admin_get("/v1/users/u1"), 404, "not_found", "u1");
     let body = json!({"users": [{"uid": "u2", "tier": "gold", "created_at": null}, {"uid": "u3", "tier": null}]});
     let result = assert_status(&server.admin_post("/v1/users", body), 200, "bulk users").clone();
-    let failed: Vec<u64> = result["failed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["index"].as_u64().unwrap())
-        .collect();
-    assert_eq!(failed, [1], "{result}");
+    assert_eq!(row_indexes(&result["failed"]), [1], "{result}");
 
     // PATCH: null still removes a field.
     let patched = server.admin_patch(&item_path("nulls", "n1"), json!({"title": null}));

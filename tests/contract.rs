@@ -52,13 +52,7 @@ fn bulk_writes_refuse_empty_lists_and_answer_400_when_no_row_was_stored() {
     let reply = server.admin_put(ITEMS, json!([{"title": "no id"}, 5]));
     let body = assert_status(&reply, 400, "no item stored");
     assert_eq!(body["code"], "validation_error", "{body}");
-    let indexes: Vec<u64> = body["details"]
-        .as_array()
-        .unwrap_or_else(|| panic!("details: {body}"))
-        .iter()
-        .map(|row| row["index"].as_u64().unwrap())
-        .collect();
-    assert_eq!(indexes, [0, 1], "{body}");
+    assert_eq!(row_indexes(&body["details"]), [0, 1], "{body}");
     let reply = server.admin_post("/v1/users", json!({"users": [{"name": "no uid"}]}));
     let body = assert_status(&reply, 400, "no user stored");
     assert_eq!(

@@ -154,3 +154,18 @@ pub fn assert_custom_fields_stored(sent: &Value, stored: &Value) {
         );
     }
 }
+
+/// The `index` of each per-row failure in `failures` (a bulk answer's `failed`,
+/// `rejected` or an error's `details`), in order.
+pub fn row_indexes(failures: &Value) -> Vec<u64> {
+    failures
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list of row failures: {failures}"))
+        .iter()
+        .map(|failure| {
+            failure["index"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no index in {failure}"))
+        })
+        .collect()
+}
