@@ -25,18 +25,64 @@ pub struct DictionaryEntry {
     pub kind: EntryKind,
 }
 
-/// Adjectives people use for a group the catalog names with a noun; applied only
-/// when the catalog has that group.
-const ADJECTIVES: &[(&str, &str)] = &[
+/// Words people use for a group the catalog names otherwise ("cartoons" for
+/// Animation, "scary" for Horror); one applies only when the catalog has the group
+/// it points to (spelled as the catalog spells it, any case or dash).
+const SYNONYMS: &[(&str, &str)] = &[
     ("romantic", "romance"),
+    ("love story", "romance"),
+    ("love stories", "romance"),
     ("animated", "animation"),
+    ("cartoon", "animation"),
+    ("cartoons", "animation"),
+    ("anime", "animation"),
     ("funny", "comedy"),
+    ("hilarious", "comedy"),
+    ("humorous", "comedy"),
+    ("comic", "comedy"),
+    ("laughs", "comedy"),
     ("scary", "horror"),
-    ("musical", "musical"),
-    ("documentary", "documentary"),
-    ("historical", "history"),
+    ("spooky", "horror"),
+    ("creepy", "horror"),
+    ("frightening", "horror"),
+    ("terrifying", "horror"),
+    ("space", "sci fi"),
+    ("science fiction", "sci fi"),
+    ("futuristic", "sci fi"),
+    ("aliens", "sci fi"),
+    ("alien", "sci fi"),
+    ("robots", "sci fi"),
+    ("detective", "mystery"),
+    ("detectives", "mystery"),
+    ("whodunit", "mystery"),
+    ("whodunits", "mystery"),
     ("mysterious", "mystery"),
+    ("cowboy", "western"),
+    ("cowboys", "western"),
+    ("musical", "musical"),
+    ("singing", "musical"),
+    ("documentary", "documentary"),
+    ("docs", "documentary"),
+    ("historical", "history"),
+    ("thrilling", "thriller"),
+    ("suspense", "thriller"),
+    ("suspenseful", "thriller"),
+    ("magic", "fantasy"),
+    ("wizards", "fantasy"),
+    ("dragons", "fantasy"),
+    ("superhero", "action"),
+    ("superheroes", "action"),
+    ("martial arts", "action"),
+    ("gangster", "crime"),
+    ("gangsters", "crime"),
+    ("heist", "crime"),
+    ("war movies", "war"),
+    ("military", "war"),
+    ("noir", "film noir"),
 ];
+
+/// Longest synonym, in words.
+const SYNONYM_WORDS: usize = 2;
 
 /// The names of the catalog's groups and tags, indexed by their normalized word
 /// sequences, so that a window of message words finds the label it names.
@@ -98,7 +144,7 @@ impl LabelDictionary {
     }
 
     /// The entry named by exactly these message words, if any (the last word may be
-    /// plural, or an adjective of a group the catalog has).
+    /// plural, or the words a synonym of a group the catalog has).
     pub fn lookup(&self, words: &[&str]) -> Option<&DictionaryEntry> {
         let (last, head) = words.split_last()?;
         let head: Vec<String> = head.iter().map(|w| (*w).to_owned()).collect();
@@ -107,16 +153,38 @@ impl LabelDictionary {
                 return Some(entry);
             }
         }
-        if head.is_empty() {
-            let (_, noun) = ADJECTIVES.iter().find(|(adjective, _)| adjective == last)?;
-            return self.entries.get(*noun).filter(|entry| entry.kind == EntryKind::Group);
-        }
-        None
+        let phrase = words.join(" ");
+        let (_, name) = SYNONYMS.iter().find(|(synonym, _)| *synonym == phrase)?;
+        self.entries.get(*name).filter(|entry| entry.kind == EntryKind::Group)
     }
 
-    /// The longest name in words: the widest window a message is matched with.
+    /// The longest name (or synonym) in words: the widest window a message is matched with.
     pub fn max_words(&self) -> usize {
-        self.max_words
+        self.max_words.max(SYNONYM_WORDS)
+    }
+
+    /// The entry spelled `name` (any case, dash or spacing), without plural or synonym
+    /// tolerance: what an LLM named from the lists it was given.
+    pub fn find(&self, name: &str) -> Option<&DictionaryEntry> {
+        let words = words_of(name);
+        let key = words.join(" ");
+        self.entries
+            .get(&key)
+            .filter(|entry| words_of(&entry.display) == words)
+            .or_else(|| self.entries.get(&key))
+    }
+
+    /// Up to `most` group names and tag names, each list sorted, as the catalog spells them.
+    pub fn names(&self, most: usize) -> (Vec<&str>, Vec<&str>) {
+        let mut groups = std::collections::BTreeSet::new();
+        let mut tags = std::collections::BTreeSet::new();
+        for entry in self.entries.values() {
+            match entry.kind {
+                EntryKind::Group => groups.insert(entry.display.as_str()),
+                EntryKind::Tag => tags.insert(entry.display.as_str()),
+            };
+        }
+        (groups.into_iter().take(most).collect(), tags.into_iter().take(most).collect())
     }
 
     /// The catalog's groups for children, as it spells them.

@@ -13,6 +13,7 @@
 use serde_json::{Map, Value};
 
 use super::constraints::{language_of, Audience, Constraints};
+use crate::domain::live_state::availability;
 use super::dictionary::{words_of, CHILDREN_GROUP_WORDS};
 
 /// A kind of constraint a row can fail.
@@ -23,6 +24,10 @@ pub enum Check {
     Tags,
     Language,
     Audience,
+    /// A ruled-out group or tag.
+    Excluded,
+    Years,
+    Availability,
 }
 
 const GROUP_FIELDS: &[&str] = &["groups", "genres", "group", "category", "categories"];
@@ -56,6 +61,26 @@ pub fn price_of(row: &Map<String, Value>) -> Option<f64> {
         _ => None,
     };
     price.filter(|price| price.is_finite() && *price >= 0.0)
+}
+
+/// A row's year: a `year` or `release_year` field (number or text), the year of a
+/// `release_date`, else a "(1995)" at the end of its title or name.
+pub fn year_of(row: &Map<String, Value>) -> Option<i32> {
+    let plausible = |year: i64| (1000..=9999).contains(&year).then_some(year as i32);
+    for field in ["year", "release_year"] {
+        match row.get(field) {
+            Some(Value::Number(number)) => return number.as_i64().and_then(plausible),
+            Some(Value::String(text)) => return text.trim().parse().ok().and_then(plausible),
+            _ => {}
+        }
+    }
+    if let Some(date) = row.get("release_date").and_then(Value::as_str) {
+        return date.get(..4)?.parse().ok().and_then(plausible);
+    }
+    let title = ["title", "name"].iter().find_map(|field| row.get(*field)?.as_str())?;
+    let inner = title.trim_end().strip_suffix(')')?;
+    let year = inner.get(inner.len().checked_sub(5)?..)?.strip_prefix('(')?;
+    year.parse().ok().and_then(plausible)
 }
 
 /// A row's groups (as stored).
@@ -121,6 +146,8 @@ fn in_children_group(row: &Map<String, Value>, children_groups: &[String]) -> bo
 pub struct Applicable {
     pub language: bool,
     pub audience: bool,
+    /// Some row states whether it is available.
+    pub availability: bool,
 }
 
 impl Applicable {
@@ -130,11 +157,13 @@ impl Applicable {
         let mut applicable = Applicable {
             language: false,
             audience: !children_groups.is_empty(),
+            availability: false,
         };
         for row in rows {
             applicable.language |= !strings(row, LANGUAGE_FIELDS).is_empty();
             applicable.audience |= ages_of(row).stated;
-            if applicable.language && applicable.audience {
+            applicable.availability |= availability(row).is_some();
+            if applicable.language && applicable.audience && applicable.availability {
                 break;
             }
         }
@@ -175,6 +204,31 @@ pub fn failed_checks(
         if !fits {
             failed.push(Check::Tags);
         }
+    }
+    let excluded_group = !constraints.excluded_groups.is_empty() && {
+        let groups = groups_of(row);
+        constraints
+            .excluded_groups
+            .iter()
+            .any(|unwanted| groups.iter().any(|group| group.eq_ignore_ascii_case(unwanted)))
+    };
+    let excluded_tag = !constraints.excluded_tags.is_empty() && {
+        let tags = strings(row, TAG_FIELDS);
+        constraints
+            .excluded_tags
+            .iter()
+            .any(|unwanted| tags.iter().any(|tag| tag.eq_ignore_ascii_case(unwanted)))
+    };
+    if excluded_group || excluded_tag {
+        failed.push(Check::Excluded);
+    }
+    if let Some(years) = constraints.years {
+        if !year_of(row).is_some_and(|year| years.allows(year)) {
+            failed.push(Check::Years);
+        }
+    }
+    if constraints.available && applicable.availability && availability(row) != Some(true) {
+        failed.push(Check::Availability);
     }
     if let (Some(language), true) = (&constraints.language, applicable.language) {
         let fits = strings(row, LANGUAGE_FIELDS)
@@ -233,6 +287,7 @@ mod tests {
     const ALL: Applicable = Applicable {
         language: true,
         audience: true,
+        availability: true,
     };
 
     #[test]
@@ -270,6 +325,31 @@ mod tests {
         assert!(!no_languages.language);
         assert!(failed_checks(&unstated, &constraints, no_languages, &[]).is_empty());
         assert!(Applicable::of([&unstated, &english], &[]).language);
+    }
+
+    #[test]
+    fn exclusions_years_and_availability() {
+        let constraints = Constraints {
+            excluded_groups: vec!["Horror".into()],
+            years: Some(crate::chat::constraints::YearRange {
+                from: Some(1990),
+                to: Some(1999),
+            }),
+            available: true,
+            ..Constraints::default()
+        };
+        let check = |value: Value| failed_checks(&row(value), &constraints, ALL, &[]);
+        assert!(check(json!({"name": "Toy Story (1995)", "groups": ["Comedy"], "availability": "in_stock"})).is_empty());
+        assert_eq!(
+            check(json!({"name": "Scream (1996)", "groups": ["horror"], "availability": true})),
+            vec![Check::Excluded]
+        );
+        assert_eq!(
+            check(json!({"title": "Heat", "year": "1984", "availability": 0})),
+            vec![Check::Years, Check::Availability]
+        );
+        assert_eq!(year_of(&row(json!({"release_date": "2001-09-11"}))), Some(2001));
+        assert_eq!(year_of(&row(json!({"name": "Babylon 5"}))), None);
     }
 
     #[test]

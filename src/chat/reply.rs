@@ -3,7 +3,7 @@
 //! previous answer was refined, whether the user's recent interests shaped the
 //! order, and, when nothing matched, which constraint to relax.
 
-use super::constraints::{Audience, Constraints, Note, PriceLimit, RelativePrice};
+use super::constraints::{Ask, Audience, Constraints, Note, PriceBand, PriceLimit, RelativePrice, YearRange};
 use super::filter::Check;
 
 /// What a turn found, for the reply.
@@ -19,12 +19,17 @@ pub struct Outcome<'a> {
     pub retrieved: usize,
     /// Interests (group names) of the user/session that the shown items share.
     pub interests: Vec<String>,
-    /// Whether live user/session state or request events took part in the order.
+    /// Whether live user/session state or request events changed the order shown
+    /// (the reply says so only then).
     pub personalized: bool,
     /// Constraints that no row of the pool could be checked against, and so were not applied.
     pub unchecked: Vec<Check>,
     /// When nothing matched: the constraint whose removal would match most, and how many.
     pub relax: Option<(Check, usize)>,
+    /// The title of the item the answer is like ("like Toy Story").
+    pub like: Option<String>,
+    /// The answer pages on from earlier ones ("more").
+    pub paged: bool,
 }
 
 impl<'a> Outcome<'a> {
@@ -40,6 +45,8 @@ impl<'a> Outcome<'a> {
             personalized: false,
             unchecked: Vec::new(),
             relax: None,
+            like: None,
+            paged: false,
         }
     }
 }
@@ -131,9 +138,20 @@ fn list(names: &[String], conjunction: &str) -> String {
     }
 }
 
-/// "4 comedies matching "love" under 10 for kids in French": the count, the
-/// groups, and every constraint in force, in words.
-pub fn describe(constraints: &Constraints, count: usize, unchecked: &[Check]) -> String {
+/// The years in words: "from 1990 to 1999", "from 2014", "up to 1979".
+fn year_words(years: YearRange) -> String {
+    match (years.from, years.to) {
+        (Some(from), Some(to)) if from == to => format!("from {from}"),
+        (Some(from), Some(to)) => format!("from {from} to {to}"),
+        (Some(from), None) => format!("from {from} on"),
+        (None, Some(to)) => format!("up to {to}"),
+        (None, None) => String::new(),
+    }
+}
+
+/// "4 comedies like Toy Story matching "love" under 10 for kids in French, not
+/// Horror": the count, the groups, and every constraint in force, in words.
+pub fn describe(constraints: &Constraints, count: usize, unchecked: &[Check], like: Option<&str>) -> String {
     let what = match constraints.groups.as_slice() {
         [] if count == 1 => "item".to_owned(),
         [] => "items".to_owned(),
@@ -143,6 +161,9 @@ pub fn describe(constraints: &Constraints, count: usize, unchecked: &[Check]) ->
         }
     };
     let mut text = if count == 0 { what } else { format!("{count} {what}") };
+    if let Some(title) = like {
+        text.push_str(&format!(" like {title}"));
+    }
     if !constraints.query.is_empty() {
         text.push_str(&format!(" matching \"{}\"", constraints.query.join(" ")));
     }
@@ -162,6 +183,22 @@ pub fn describe(constraints: &Constraints, count: usize, unchecked: &[Check]) ->
     }
     if let (Some(language), false) = (&constraints.language, unchecked.contains(&Check::Language)) {
         text.push_str(&format!(" in {}", language.name));
+    }
+    if let Some(years) = constraints.years {
+        text.push(' ');
+        text.push_str(&year_words(years));
+    }
+    if constraints.available {
+        text.push_str(" available now");
+    }
+    let excluded: Vec<String> = constraints
+        .excluded_groups
+        .iter()
+        .chain(&constraints.excluded_tags)
+        .cloned()
+        .collect();
+    if !excluded.is_empty() {
+        text.push_str(&format!(", not {}", list(&excluded, "or")));
     }
     text
 }
@@ -184,10 +221,24 @@ fn relax_words(check: Check, constraints: &Constraints) -> String {
             Some(Audience::Adults) => "\"for adults\"".to_owned(),
             None => "the audience".to_owned(),
         },
+        Check::Excluded => {
+            let excluded: Vec<String> = constraints
+                .excluded_groups
+                .iter()
+                .chain(&constraints.excluded_tags)
+                .cloned()
+                .collect();
+            format!("the exclusion (not {})", list(&excluded, "or"))
+        }
+        Check::Years => match constraints.years {
+            Some(years) => format!("the years ({})", year_words(years)),
+            None => "the years".to_owned(),
+        },
+        Check::Availability => "\"available now\"".to_owned(),
     }
 }
 
-fn note_words(note: &Note, constraints: &Constraints) -> String {
+pub fn note_words(note: &Note, constraints: &Constraints) -> String {
     let direction = |relative: &RelativePrice| match relative {
         RelativePrice::Cheaper => "cheaper",
         RelativePrice::Pricier => "more expensive",
@@ -208,6 +259,50 @@ fn note_words(note: &Note, constraints: &Constraints) -> String {
             "I had no earlier prices to go {} than, so the price is as before.",
             direction(relative)
         ),
+        Note::Band(band) => {
+            let word = match band {
+                PriceBand::Cheapest => "The cheapest",
+                PriceBand::Cheap => "Cheap",
+                PriceBand::Moderate => "Not too expensive",
+                PriceBand::Premium => "Premium",
+            };
+            format!(
+                "{word} here means {}.",
+                price_words(constraints).unwrap_or_else(|| "any price".to_owned())
+            )
+        }
+        Note::TitleNotFound(title) => {
+            format!("I could not find \"{title}\" in the catalog, so I searched for those words.")
+        }
+        Note::NothingShownYet => "I have not shown you anything yet to refer to.".to_owned(),
+    }
+}
+
+/// What a turn says about one item ("is it available?", "how much is it?").
+#[derive(Debug, Clone)]
+pub struct ItemFacts {
+    pub title: String,
+    /// `Some(true)` available, `Some(false)` not, `None` unknown.
+    pub available: Option<bool>,
+    /// As shown to the user ("12.99 USD"), empty without a price.
+    pub price: String,
+}
+
+/// The reply to a question about one item (or to a reference alone: both facts).
+pub fn answer_about(item: &ItemFacts, ask: Option<Ask>) -> String {
+    let availability = match item.available {
+        Some(true) => format!("{} is available.", item.title),
+        Some(false) => format!("{} is not available right now.", item.title),
+        None => format!("I don't know whether {} is available.", item.title),
+    };
+    let price = match item.price.as_str() {
+        "" => format!("I have no price for {}.", item.title),
+        price => format!("{} costs {price}.", item.title),
+    };
+    match ask {
+        Some(Ask::Availability) => availability,
+        Some(Ask::Price) => price,
+        None => format!("{price} {availability}"),
     }
 }
 
@@ -217,22 +312,23 @@ pub fn compose(outcome: &Outcome) -> String {
     let mut sentences: Vec<String> = outcome.notes.iter().map(|note| note_words(note, constraints)).collect();
     if outcome.shown > 0 {
         let verb = if outcome.shown == 1 { "is" } else { "are" };
+        let more = if outcome.paged { "more " } else { "" };
         let mut found = format!(
-            "Here {verb} {}",
-            describe(constraints, outcome.shown, &outcome.unchecked)
+            "Here {verb} {more}{}",
+            describe(constraints, outcome.shown, &outcome.unchecked, outcome.like.as_deref())
         );
         if outcome.matched > outcome.shown {
             found.push_str(&format!(" (the best of {} that match)", outcome.matched));
         }
         found.push('.');
         sentences.push(found);
-        if !outcome.interests.is_empty() {
-            sentences.push(format!(
+        match (outcome.personalized, outcome.interests.is_empty()) {
+            (true, false) => sentences.push(format!(
                 "I put first what fits your recent interest in {}.",
                 list(&outcome.interests, "and")
-            ));
-        } else if outcome.personalized {
-            sentences.push("The order takes your recent activity into account.".to_owned());
+            )),
+            (true, true) => sentences.push("The order takes your recent activity into account.".to_owned()),
+            (false, _) => {}
         }
     } else if outcome.retrieved == 0 && constraints.query.is_empty() && !constraints.is_filtering() {
         sentences.push(
@@ -243,10 +339,13 @@ pub fn compose(outcome: &Outcome) -> String {
     } else if outcome.retrieved == 0 {
         sentences.push(format!(
             "I found no {}. Try other words.",
-            describe(constraints, 0, &outcome.unchecked)
+            describe(constraints, 0, &outcome.unchecked, outcome.like.as_deref())
         ));
     } else {
-        let mut nothing = format!("I found no {}.", describe(constraints, 0, &outcome.unchecked));
+        let mut nothing = format!(
+            "I found no {}.",
+            describe(constraints, 0, &outcome.unchecked, outcome.like.as_deref())
+        );
         if let Some((check, count)) = outcome.relax {
             let items = if count == 1 { "item" } else { "items" };
             nothing.push_str(&format!(
@@ -297,11 +396,11 @@ mod tests {
         });
         constraints.tags = vec!["dark comedy".into()];
         assert_eq!(
-            describe(&constraints, 4, &[]),
+            describe(&constraints, 4, &[], None),
             "4 comedies matching \"love\" tagged \"dark comedy\" under 10 for kids in French"
         );
         assert_eq!(
-            describe(&constraints, 4, &[Check::Language]),
+            describe(&constraints, 4, &[Check::Language], None),
             "4 comedies matching \"love\" tagged \"dark comedy\" under 10 for kids"
         );
         constraints.min_price = Some(PriceLimit {

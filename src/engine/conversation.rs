@@ -26,7 +26,7 @@ use actix::{
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::chat::constraints::{Constraints, Extracted, Note};
+use crate::chat::constraints::{Ask, Constraints, Extracted, LastAnswer, Note, Scale};
 use crate::clock::SharedClock;
 use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::{shard_for, ShardId};
@@ -60,6 +60,9 @@ pub struct Turn {
     pub reply: String,
     /// The items of the answer, in order.
     pub items: Vec<ShownItem>,
+    /// The turn answered a question about one item of an earlier list.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub about: bool,
     /// Unix ms.
     pub at: i64,
 }
@@ -89,6 +92,31 @@ impl ConversationState {
             .map(|turn| turn.items.iter().filter_map(|item| item.price).collect())
             .unwrap_or_default()
     }
+
+    /// What references read: the latest list of items (questions about one of its
+    /// items leave it in place) and the item the latest question was about.
+    pub fn last_answer(&self) -> LastAnswer {
+        let focus = self
+            .turns
+            .back()
+            .filter(|turn| turn.about)
+            .and_then(|turn| turn.items.first())
+            .map(|item| item.id.clone());
+        let list = self.turns.iter().rev().find(|turn| !turn.about);
+        LastAnswer {
+            ids: list.map(|turn| turn.items.iter().map(|item| item.id.clone()).collect()).unwrap_or_default(),
+            prices: self.last_prices(),
+            focus,
+        }
+    }
+
+    /// Every item shown in the kept turns.
+    pub fn shown(&self) -> Vec<String> {
+        self.turns
+            .iter()
+            .flat_map(|turn| turn.items.iter().map(|item| item.id.clone()))
+            .collect()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,12 +135,17 @@ pub struct TurnPlan {
     pub constraints: Constraints,
     /// How relative words were read.
     pub notes: Vec<Note>,
+    /// The item of an earlier answer the message asks about, and what it asks.
+    pub about: Option<(String, Option<Ask>)>,
+    /// Items shown earlier that the answer must not repeat ("more").
+    pub skip: Vec<String>,
 }
 
-/// Merges a message into the constraints in force; the state is not changed.
+/// Merges a message into the constraints in force, with the catalog's scale for
+/// words without amounts; the state is not changed.
 #[derive(Message)]
 #[rtype(result = "TurnPlan")]
-pub struct TakeTurn(pub Extracted);
+pub struct TakeTurn(pub Extracted, pub Scale);
 
 /// Stores a turn and the constraints it was answered with, durably, then answers.
 #[derive(Message)]
@@ -166,11 +199,22 @@ impl Actor for ConversationActor {
 impl Handler<TakeTurn> for ConversationActor {
     type Result = actix::MessageResult<TakeTurn>;
 
-    fn handle(&mut self, TakeTurn(extracted): TakeTurn, _: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, TakeTurn(extracted, scale): TakeTurn, _: &mut Context<Self>) -> Self::Result {
         self.last_active = self.clock.now_millis();
         let mut constraints = self.state.constraints.clone();
-        let notes = constraints.apply(&extracted, &self.state.last_prices());
-        actix::MessageResult(TurnPlan { constraints, notes })
+        let last = self.state.last_answer();
+        let notes = constraints.apply(&extracted, &last, &scale);
+        let about = match (extracted.reference, &extracted.similar) {
+            (Some(reference), None) => reference.resolve(&last).map(|id| (id.clone(), extracted.ask)),
+            _ => None,
+        };
+        let skip = if extracted.more { self.state.shown() } else { Vec::new() };
+        actix::MessageResult(TurnPlan {
+            constraints,
+            notes,
+            about,
+            skip,
+        })
     }
 }
 
@@ -333,8 +377,8 @@ impl Conversations {
 
     /// Merges a message into conversation `id` (started if absent) and returns
     /// what to answer with.
-    pub async fn take_turn(&self, id: &str, extracted: Extracted) -> Result<TurnPlan, ConversationError> {
-        self.ask(id, || TakeTurn(extracted.clone())).await
+    pub async fn take_turn(&self, id: &str, extracted: Extracted, scale: Scale) -> Result<TurnPlan, ConversationError> {
+        self.ask(id, || TakeTurn(extracted.clone(), scale)).await
     }
 
     /// Stores an answered turn; resolves once it is written.
@@ -393,6 +437,7 @@ mod tests {
                         price: *price,
                     })
                     .collect(),
+                about: false,
                 at: 0,
             });
         }

@@ -1,12 +1,19 @@
 //! Chat: one turn of a conversation.
 //!
-//! message → constraints extracted against the catalog's label dictionary → the
-//! conversation's actor merges them with the constraints in force (relative price
-//! words read against its previous answer) → personalized search with a large
-//! pool (the query terms plus the named groups and tags) → the pool filtered by
-//! the constraints, unavailable items last → `limit` chat items → the reply
-//! (composed, or written by the configured LLM with the composed one as fallback)
-//! → the turn is stored → `{conversation_id, message, items}`.
+//! message → constraints extracted against the catalog's label dictionary (a
+//! "like <title>" resolved in the catalog) → the conversation's actor merges them
+//! with the constraints in force (relative and band price words read against its
+//! previous answer and the catalog's own prices) → then either
+//! - a question about an item of an earlier answer ("is the second one available?")
+//!   is answered about that item alone, or
+//! - items are found: with free-text terms, by personalized search with a large pool
+//!   filtered by the constraints; without them (only constraints, "like X", or
+//!   nothing specific), by the `default` model's personalized ranking of every
+//!   catalog item that meets the constraints; "more" leaves out what was shown;
+//!   unavailable items go last → `limit` chat items → the reply (composed, or written
+//!   by the configured LLM with the composed one as fallback)
+//!
+//! → the turn is stored → `{conversation_id, message, items, constraints}`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,10 +26,12 @@ use serde_json::{json, Map, Value};
 use super::embedded_events::EmbeddedEvent;
 use super::search::{Found, SearchRequest};
 use super::{ServiceError, Services};
-use crate::chat::constraints::{extract, Constraints};
-use crate::chat::dictionary::LabelDictionary;
+use crate::chat::catalog::{CatalogRow, ChatCatalog};
+use crate::chat::constraints::{extract, structured, Constraints, Extracted, Similar};
+use crate::ranking::{rank, Candidate};
+use crate::chat::dictionary::{words_of, LabelDictionary};
 use crate::chat::filter::{failed_checks, groups_of, price_of, Applicable, Check};
-use crate::chat::reply::{compose, describe, Outcome};
+use crate::chat::reply::{answer_about, compose, describe, ItemFacts, Outcome};
 use crate::config::ChatConfig;
 use crate::domain::live_state::availability;
 use crate::engine::conversation::{ConversationSettings, Conversations, ShownItem, Turn};
@@ -37,6 +46,8 @@ const CONVERSATION_TIMEOUT_MS: u64 = 2_000;
 const MAX_INTERESTS: usize = 2;
 /// Description characters per item given to the LLM.
 const LLM_DESCRIPTION_CHARS: usize = 200;
+/// Text matches looked through for a title named in "like <title>".
+const TITLE_HITS: usize = 10;
 
 /// The chat use case's shared parts.
 pub struct ChatService {
@@ -46,12 +57,20 @@ pub struct ChatService {
     llm: Option<Arc<dyn ReplyWriter>>,
     /// The search index's label snapshot and the chat dictionary built from it.
     dictionary: parking_lot::Mutex<Option<(Arc<crate::search::CatalogLabels>, Arc<LabelDictionary>)>>,
+    /// Every catalog item as chat filters it; replaced in the background once the
+    /// catalog has changed (`refreshing` while that runs).
+    catalog: Arc<parking_lot::Mutex<Option<Arc<ChatCatalog>>>>,
+    refreshing: Arc<std::sync::atomic::AtomicBool>,
     /// Turns answered.
     turns: AtomicU64,
     /// Replies written by the LLM.
     llm_replies: AtomicU64,
     /// LLM calls that failed or timed out (the composed reply was used).
     llm_failures: AtomicU64,
+    /// Messages whose constraints the LLM read.
+    llm_extractions: AtomicU64,
+    /// LLM readings that failed, timed out or were unusable (the rules read the message).
+    llm_extraction_failures: AtomicU64,
 }
 
 impl ChatService {
@@ -68,9 +87,13 @@ impl ChatService {
             llm,
             config: config.clone(),
             dictionary: parking_lot::Mutex::new(None),
+            catalog: Arc::new(parking_lot::Mutex::new(None)),
+            refreshing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             turns: AtomicU64::new(0),
             llm_replies: AtomicU64::new(0),
             llm_failures: AtomicU64::new(0),
+            llm_extractions: AtomicU64::new(0),
+            llm_extraction_failures: AtomicU64::new(0),
         }
     }
 
@@ -87,6 +110,8 @@ impl ChatService {
             "llm_enabled": self.llm.is_some(),
             "llm_replies": self.llm_replies.load(Ordering::Relaxed),
             "llm_failures": self.llm_failures.load(Ordering::Relaxed),
+            "llm_extractions": self.llm_extractions.load(Ordering::Relaxed),
+            "llm_extraction_failures": self.llm_extraction_failures.load(Ordering::Relaxed),
             "live_conversations": self.conversations.live_count(),
             "conversations_started": conversations.started.load(Ordering::Relaxed),
             "conversations_restored": conversations.restored.load(Ordering::Relaxed),
@@ -119,6 +144,9 @@ pub struct ChatAnswer {
     /// The reply text.
     pub message: String,
     pub items: Vec<ChatItem>,
+    /// The constraints in force after this turn (keys without a value are left out).
+    #[schema(value_type = Object)]
+    pub constraints: Constraints,
 }
 
 /// A chat item: all strings, as the SPEC shows them.
@@ -133,9 +161,16 @@ pub struct ChatItem {
     pub price: String,
 }
 
-/// Writes a reply from the system prompt and the user's message (the optional LLM).
+/// The optional LLM: writes a reply from the system prompt and the user's message,
+/// and reads a message into JSON following a schema (structured output).
 pub trait ReplyWriter: Send + Sync {
     fn reply<'a>(&'a self, system: &'a str, user: &'a str) -> BoxFuture<'a, Result<String, ReplyError>>;
+    fn structured<'a>(
+        &'a self,
+        system: &'a str,
+        user: &'a str,
+        schema: &'a Value,
+    ) -> BoxFuture<'a, Result<Value, ReplyError>>;
 }
 
 /// The reply writer failed (the composed reply is used instead).
@@ -152,69 +187,152 @@ impl Services {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let dictionary = self.chat_dictionary();
-        let extracted = extract(&request.message, &dictionary);
-        let plan = chat.conversations.take_turn(&conversation_id, extracted).await?;
+        let catalog = self.chat_catalog().await?;
+        let mut extracted = self.read_message(&request, &conversation_id, &dictionary, &catalog).await;
+        if let Some(Similar::Title(words)) = &extracted.similar {
+            if let Some(id) = self.find_title(words, &catalog).await? {
+                extracted.similar = Some(Similar::Item(id));
+            }
+        }
+        let plan = chat
+            .conversations
+            .take_turn(&conversation_id, extracted, catalog.scale)
+            .await?;
         let constraints = plan.constraints;
-
-        let pool = self.retrieve(&request, &constraints, &dictionary).await?;
-        let selection = select(&pool, &constraints, &dictionary, request.limit);
-        let (interests, personalized) = self.interests(&request, &selection.shown).await;
-        let outcome = Outcome {
-            notes: &plan.notes,
-            shown: selection.shown.len(),
-            matched: selection.matched,
-            retrieved: pool.len(),
-            interests,
-            personalized,
-            unchecked: selection.unchecked.clone(),
-            relax: selection.relax,
-            ..Outcome::new(&constraints)
-        };
-        let composed = compose(&outcome);
-        let reply = match &chat.llm {
-            None => composed,
-            Some(llm) => {
-                let system = llm_prompt(&constraints, &selection, &composed);
-                match llm.reply(&system, &request.message).await {
-                    Ok(text) => {
-                        chat.llm_replies.fetch_add(1, Ordering::Relaxed);
-                        text
-                    }
-                    Err(error) => {
-                        chat.llm_failures.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(%error, conversation = %conversation_id, "llm reply failed; using the composed reply");
-                        composed
-                    }
-                }
+        let notes: Vec<String> = plan
+            .notes
+            .iter()
+            .map(|note| crate::chat::reply::note_words(note, &constraints))
+            .collect();
+        let (shown, reply, about) = match plan.about.as_ref().and_then(|(id, ask)| Some((catalog.get(id)?, *ask))) {
+            Some((item, ask)) => {
+                let facts = item_facts(&item.row, &item.id);
+                let mut sentences = notes;
+                sentences.push(answer_about(&facts, ask));
+                (vec![found_of(item)], sentences.join(" "), true)
+            }
+            None => {
+                let found = self
+                    .find_items(&request, &constraints, &plan.skip, &dictionary, &catalog)
+                    .await?;
+                let like = constraints
+                    .similar_to
+                    .as_ref()
+                    .and_then(|id| catalog.get(id))
+                    .map(|item| item_facts(&item.row, &item.id).title);
+                let outcome = Outcome {
+                    notes: &plan.notes,
+                    shown: found.shown.len(),
+                    matched: found.matched,
+                    retrieved: found.retrieved,
+                    interests: found.interests.clone(),
+                    personalized: found.personalized,
+                    unchecked: found.unchecked.clone(),
+                    relax: found.relax,
+                    like,
+                    paged: !plan.skip.is_empty(),
+                    ..Outcome::new(&constraints)
+                };
+                let reply = self.write_reply(&request, &conversation_id, &constraints, &found, &outcome).await;
+                (found.shown, reply, false)
             }
         };
-        let items: Vec<ChatItem> = selection
-            .shown
-            .iter()
-            .map(|found| chat_item(&found.row, &found.id))
-            .collect();
+        let items: Vec<ChatItem> = shown.iter().map(|found| chat_item(&found.row, &found.id)).collect();
         let turn = Turn {
             message: request.message,
             reply: reply.clone(),
-            items: selection
-                .shown
+            items: shown
                 .iter()
                 .map(|found| ShownItem {
                     id: found.id.clone(),
                     price: price_of(&found.row),
                 })
                 .collect(),
+            about,
             at: self.engine.now_millis(),
         };
         chat.conversations
-            .record_turn(&conversation_id, turn, constraints)
+            .record_turn(&conversation_id, turn, constraints.clone())
             .await?;
         chat.turns.fetch_add(1, Ordering::Relaxed);
         Ok(ChatAnswer {
             conversation_id,
             message: reply,
             items,
+            constraints,
         })
+    }
+
+    /// What the message says: read by the LLM with structured output when one is
+    /// configured, by the rules when not or when that fails.
+    async fn read_message(
+        &self,
+        request: &ChatRequest,
+        conversation_id: &str,
+        dictionary: &LabelDictionary,
+        catalog: &ChatCatalog,
+    ) -> Extracted {
+        let Some(llm) = &self.chat.llm else {
+            return extract(&request.message, dictionary);
+        };
+        let shown = match &request.conversation_id {
+            Some(id) => self.chat.conversations.snapshot(id).await.ok().flatten(),
+            None => None,
+        };
+        let titles: Vec<String> = shown
+            .map(|state| state.last_answer().ids)
+            .unwrap_or_default()
+            .iter()
+            .map(|id| match catalog.get(id) {
+                Some(item) => item_facts(&item.row, id).title,
+                None => id.clone(),
+            })
+            .collect();
+        let system = structured::instructions(dictionary, &titles);
+        let schema = structured::schema();
+        let read = llm
+            .structured(&system, &request.message, &schema)
+            .await
+            .map_err(|error| error.0)
+            .and_then(|answer| structured::read_answer(&answer, dictionary).ok_or_else(|| format!("not the schema's object: {answer}")));
+        match read {
+            Ok(extracted) => {
+                self.chat.llm_extractions.fetch_add(1, Ordering::Relaxed);
+                extracted
+            }
+            Err(error) => {
+                self.chat.llm_extraction_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%error, conversation = %conversation_id, "llm reading failed; the rules read the message");
+                extract(&request.message, dictionary)
+            }
+        }
+    }
+
+    /// The composed reply, or the LLM's when one is configured and answers.
+    async fn write_reply(
+        &self,
+        request: &ChatRequest,
+        conversation_id: &str,
+        constraints: &Constraints,
+        found: &FoundItems,
+        outcome: &Outcome<'_>,
+    ) -> String {
+        let composed = compose(outcome);
+        let Some(llm) = &self.chat.llm else {
+            return composed;
+        };
+        let system = llm_prompt(constraints, found, &composed);
+        match llm.reply(&system, &request.message).await {
+            Ok(text) => {
+                self.chat.llm_replies.fetch_add(1, Ordering::Relaxed);
+                text
+            }
+            Err(error) => {
+                self.chat.llm_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%error, conversation = %conversation_id, "llm reply failed; using the composed reply");
+                composed
+            }
+        }
     }
 
     /// The catalog's labels as a chat dictionary, built once per snapshot of the
@@ -234,12 +352,212 @@ impl Services {
         dictionary
     }
 
-    /// The retrieval pool of a turn. The query terms are searched alone (labels in the
-    /// text would let a title that merely names a genre outrank a real match); when that
-    /// pool holds fewer than `limit` items meeting the constraints, the terms plus the
-    /// labels are searched too and the new items appended. Without query terms, the
-    /// labels are the search text; with neither, there is nothing to retrieve.
-    async fn retrieve(
+    /// The catalog as chat filters it. Read once at the first turn; after a catalog
+    /// change, turns go on with the copy they have while a new one is read in the
+    /// background (as the search index follows the catalog near-real-time).
+    async fn chat_catalog(&self) -> Result<Arc<ChatCatalog>, ServiceError> {
+        let version = self.engine.items().version();
+        let cached = self.chat.catalog.lock().clone();
+        if let Some(catalog) = &cached {
+            if catalog.version != version && !self.chat.refreshing.swap(true, Ordering::AcqRel) {
+                let (engine, slot, refreshing) = (
+                    Arc::clone(&self.engine),
+                    Arc::clone(&self.chat.catalog),
+                    Arc::clone(&self.chat.refreshing),
+                );
+                tokio::task::spawn_blocking(move || {
+                    match read_catalog(&engine) {
+                        Ok(catalog) => *slot.lock() = Some(Arc::new(catalog)),
+                        Err(error) => tracing::warn!(%error, "re-reading the catalog for chat failed; keeping the last copy"),
+                    }
+                    refreshing.store(false, Ordering::Release);
+                });
+            }
+            return Ok(catalog.clone());
+        }
+        let engine = Arc::clone(&self.engine);
+        let catalog = tokio::task::spawn_blocking(move || read_catalog(&engine))
+            .await
+            .map_err(|error| ServiceError::Internal(format!("reading the catalog failed: {error}")))??;
+        let catalog = Arc::new(catalog);
+        *self.chat.catalog.lock() = Some(catalog.clone());
+        Ok(catalog)
+    }
+
+    /// The catalog item a "like <title>" names: among the best text matches of the
+    /// words, the one whose title holds them all with the fewest other words.
+    async fn find_title(&self, words: &[String], catalog: &ChatCatalog) -> Result<Option<String>, ServiceError> {
+        let wanted: Vec<&String> = words.iter().filter(|word| !crate::chat::text::is_stopword(word)).collect();
+        if wanted.is_empty() {
+            return Ok(None);
+        }
+        let hits = self.text_search(&words.join(" "), TITLE_HITS, &[]).await?;
+        let best = hits
+            .iter()
+            .enumerate()
+            .filter_map(|(rank, hit)| {
+                let item = catalog.get(&hit.id)?;
+                let title = words_of(&item_facts(&item.row, &item.id).title);
+                let holds_all = wanted.iter().all(|word| title.contains(word));
+                holds_all.then_some((title.len(), rank, hit.id.clone()))
+            })
+            .min();
+        Ok(best.map(|(_, _, id)| id))
+    }
+
+    /// The items of a list answer (see the module documentation).
+    async fn find_items(
+        &self,
+        request: &ChatRequest,
+        constraints: &Constraints,
+        skip: &[String],
+        dictionary: &LabelDictionary,
+        catalog: &ChatCatalog,
+    ) -> Result<FoundItems, ServiceError> {
+        let children = dictionary.children_groups();
+        let mut skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
+        if let Some(id) = &constraints.similar_to {
+            skip.insert(id);
+        }
+        let signalled = self.has_signals(request).await;
+        let mut found = if constraints.query.is_empty() || constraints.similar_to.is_some() {
+            self.rank_catalog(request, constraints, &skip, children, catalog, signalled).await?
+        } else {
+            self.search_catalog(request, constraints, &skip, dictionary, signalled).await?
+        };
+        if found.personalized {
+            found.interests = self.interests(request, &found.shown).await.0;
+        }
+        Ok(found)
+    }
+
+    /// Whether the request's user, session or events carry any signal to personalize with.
+    async fn has_signals(&self, request: &ChatRequest) -> bool {
+        if !request.events.is_empty() {
+            return true;
+        }
+        if !interests_possible(request) {
+            return false;
+        }
+        let context = self
+            .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
+            .await;
+        let signalled = [&context.session, &context.user]
+            .into_iter()
+            .flatten()
+            .any(|signals| !signals.recent.is_empty() || signals.affinities_at(context.now).next().is_some());
+        signalled
+    }
+
+    /// Without words: every catalog item meeting the constraints, ranked by the
+    /// `default` model with the request's user, session and events (and, for "like X",
+    /// a fresh view of X); `personalized` when that order differs from the one
+    /// without them.
+    async fn rank_catalog(
+        &self,
+        request: &ChatRequest,
+        constraints: &Constraints,
+        skip: &HashSet<&str>,
+        children: &[String],
+        catalog: &ChatCatalog,
+        signalled: bool,
+    ) -> Result<FoundItems, ServiceError> {
+        let applicable = Applicable::of(catalog.rows.iter().map(|item| &item.row), children);
+        let mut passing = Vec::new();
+        let mut single_failures: HashMap<Check, usize> = HashMap::new();
+        for item in &catalog.rows {
+            match failed_checks(&item.row, constraints, applicable, children).as_slice() {
+                [] if !skip.contains(item.id.as_str()) => passing.push(item),
+                [] => {}
+                [only] => *single_failures.entry(*only).or_default() += 1,
+                _ => {}
+            }
+        }
+        let matched = passing.len();
+        let items = self.engine.items();
+        let candidates = passing
+            .iter()
+            .map(|item| {
+                Ok(Candidate {
+                    id: item.id.clone(),
+                    attributes: Map::new(),
+                    features: items.features(&item.id)?,
+                })
+            })
+            .collect::<Result<Vec<Candidate>, ServiceError>>()?;
+        let like: Vec<EmbeddedEvent> = constraints
+            .similar_to
+            .iter()
+            .map(|id| EmbeddedEvent {
+                timestamp: self.engine.now_millis(),
+                event_type: "click".to_owned(),
+                item_id: Some(id.clone()),
+                description: None,
+            })
+            .collect();
+        let model = self.model(CHAT_MODEL)?;
+        let keep = Some(request.limit * 4 + 16);
+        let ranked_with = |context: crate::ranking::RankContext| {
+            rank(model.as_ref(), &context, &candidates, keep).map_err(ServiceError::from)
+        };
+        let mut personal = self
+            .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
+            .await;
+        let mut events = request.events.clone();
+        events.extend(like.iter().cloned());
+        self.apply_embedded_events(&mut personal, &events);
+        let ranked = ranked_with(personal)?;
+        let shown = available_first(ranked.iter().map(|item| found_of(passing[item.index])).collect(), request.limit);
+        let personalized = signalled && {
+            let mut plain = self.rank_context(None, None, Map::new()).await;
+            self.apply_embedded_events(&mut plain, &like);
+            let plain = ranked_with(plain)?;
+            let plain = available_first(plain.iter().map(|item| found_of(passing[item.index])).collect(), request.limit);
+            !same_ids(&shown, &plain)
+        };
+        Ok(FoundItems {
+            relax: relax(matched, single_failures),
+            shown,
+            matched,
+            retrieved: catalog.rows.len(),
+            unchecked: unchecked(constraints, applicable, !catalog.rows.is_empty()),
+            personalized,
+            interests: Vec::new(),
+        })
+    }
+
+    /// With words: the personalized search's pool (see [`Self::search_pool`]) filtered
+    /// by the constraints; `personalized` when the order differs from the same search
+    /// without the user, session and events.
+    async fn search_catalog(
+        &self,
+        request: &ChatRequest,
+        constraints: &Constraints,
+        skip: &HashSet<&str>,
+        dictionary: &LabelDictionary,
+        signalled: bool,
+    ) -> Result<FoundItems, ServiceError> {
+        let pool = self.search_pool(request, constraints, dictionary).await?;
+        let mut found = select(&pool, constraints, dictionary, request.limit, skip);
+        if signalled {
+            let anonymous = ChatRequest {
+                user_id: None,
+                session_id: None,
+                events: Vec::new(),
+                ..request.clone()
+            };
+            let plain_pool = self.search_pool(&anonymous, constraints, dictionary).await?;
+            let plain = select(&plain_pool, constraints, dictionary, request.limit, skip);
+            found.personalized = !same_ids(&found.shown, &plain.shown);
+        }
+        Ok(found)
+    }
+
+    /// The retrieval pool of a search turn. The query terms are searched alone (labels
+    /// in the text would let a title that merely names a genre outrank a real match);
+    /// when that pool holds fewer than `limit` items meeting the constraints, the terms
+    /// plus the labels are searched too and the new items appended.
+    async fn search_pool(
         &self,
         request: &ChatRequest,
         constraints: &Constraints,
@@ -255,14 +573,9 @@ impl Services {
         };
         let terms = constraints.query.join(" ");
         let labels = label_text(constraints, dictionary);
-        if terms.is_empty() {
-            if labels.is_empty() {
-                return Ok(Vec::new());
-            }
-            return self.search(&search(labels)).await;
-        }
         let mut pool = self.search(&search(terms.clone())).await?;
-        if labels.is_empty() || select(&pool, constraints, dictionary, request.limit).matched >= request.limit {
+        let none_skipped = HashSet::new();
+        if labels.is_empty() || select(&pool, constraints, dictionary, request.limit, &none_skipped).matched >= request.limit {
             return Ok(pool);
         }
         let wider = self.search(&search(format!("{terms} {labels}"))).await?;
@@ -273,7 +586,7 @@ impl Services {
 
     /// The groups the user/session (and the request's events) lean to that the shown
     /// items share, strongest first; and whether there was any such signal at all.
-    async fn interests(&self, request: &ChatRequest, shown: &[&Found]) -> (Vec<String>, bool) {
+    async fn interests(&self, request: &ChatRequest, shown: &[Found]) -> (Vec<String>, bool) {
         if shown.is_empty() {
             return (Vec::new(), false);
         }
@@ -331,6 +644,77 @@ impl Services {
     }
 }
 
+/// The model whose ranking orders a turn without words.
+const CHAT_MODEL: &str = "default";
+
+/// Reads every stored item for chat.
+fn read_catalog(engine: &Engine) -> Result<ChatCatalog, ServiceError> {
+    let items = engine.items();
+    let version = items.version();
+    let mut rows = Vec::new();
+    items
+        .scan_items(&mut |row| rows.push(row))
+        .map_err(|error| ServiceError::Internal(format!("reading the catalog: {error}")))?;
+    Ok(ChatCatalog::new(version, rows))
+}
+
+/// A catalog row as a found item.
+fn found_of(item: &CatalogRow) -> Found {
+    Found {
+        id: item.id.clone(),
+        table: item.table.clone(),
+        score: 0.0,
+        row: item.row.clone(),
+    }
+}
+
+/// What a reply says about one item.
+fn item_facts(row: &Map<String, Value>, id: &str) -> ItemFacts {
+    let item = chat_item(row, id);
+    ItemFacts {
+        title: if item.title.is_empty() { id.to_owned() } else { item.title },
+        available: availability(row),
+        price: item.price,
+    }
+}
+
+/// Whether two answers show the same items in the same order.
+fn same_ids(a: &[Found], b: &[Found]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.id == b.id)
+}
+
+/// The first `limit` items, those that cannot be had after the others.
+fn available_first(items: Vec<Found>, limit: usize) -> Vec<Found> {
+    let (mut shown, unavailable): (Vec<Found>, Vec<Found>) =
+        items.into_iter().partition(|found| availability(&found.row) != Some(false));
+    shown.extend(unavailable);
+    shown.truncate(limit);
+    shown
+}
+
+/// When nothing matched: the constraint whose removal alone would match most items.
+fn relax(matched: usize, single_failures: HashMap<Check, usize>) -> Option<(Check, usize)> {
+    if matched > 0 {
+        return None;
+    }
+    single_failures
+        .into_iter()
+        .max_by_key(|(check, count)| (*count, std::cmp::Reverse(*check as u8)))
+        .filter(|(_, count)| *count > 0)
+}
+
+/// Constraints no row could be checked against (and so were not applied).
+fn unchecked(constraints: &Constraints, applicable: Applicable, any_rows: bool) -> Vec<Check> {
+    let mut unchecked = Vec::new();
+    if constraints.language.is_some() && !applicable.language && any_rows {
+        unchecked.push(Check::Language);
+    }
+    if constraints.audience.is_some() && !applicable.audience && any_rows {
+        unchecked.push(Check::Audience);
+    }
+    unchecked
+}
+
 /// The named groups and tags (and the catalog's children groups for kids) as search text.
 fn label_text(constraints: &Constraints, dictionary: &LabelDictionary) -> String {
     let mut parts: Vec<String> = constraints.groups.clone();
@@ -341,57 +725,52 @@ fn label_text(constraints: &Constraints, dictionary: &LabelDictionary) -> String
     parts.join(" ")
 }
 
-/// What a turn shows out of its retrieval pool.
-struct Selection<'a> {
-    /// At most `limit` items, available ones first, in retrieval order otherwise.
-    shown: Vec<&'a Found>,
-    /// Items of the pool meeting every constraint.
+/// What a list turn found.
+struct FoundItems {
+    /// At most `limit` items, available ones first.
+    shown: Vec<Found>,
+    /// Items meeting every constraint.
     matched: usize,
+    /// Items looked at before the constraints were applied.
+    retrieved: usize,
     unchecked: Vec<Check>,
     relax: Option<(Check, usize)>,
+    /// Whether the user, session or events changed the order shown.
+    personalized: bool,
+    /// Their interests (groups) the shown items share, when personalized.
+    interests: Vec<String>,
 }
 
-fn select<'a>(
-    pool: &'a [Found],
+/// What a search turn shows out of its pool: the items meeting every constraint and
+/// not to be skipped, in pool order, available ones first.
+fn select(
+    pool: &[Found],
     constraints: &Constraints,
     dictionary: &LabelDictionary,
     limit: usize,
-) -> Selection<'a> {
+    skip: &HashSet<&str>,
+) -> FoundItems {
     let children = dictionary.children_groups();
     let applicable = Applicable::of(pool.iter().map(|found| &found.row), children);
-    let mut unchecked = Vec::new();
-    if constraints.language.is_some() && !applicable.language && !pool.is_empty() {
-        unchecked.push(Check::Language);
-    }
-    if constraints.audience.is_some() && !applicable.audience && !pool.is_empty() {
-        unchecked.push(Check::Audience);
-    }
     let mut matched = Vec::new();
-    let mut unavailable = Vec::new();
     let mut single_failures: HashMap<Check, usize> = HashMap::new();
     for found in pool {
         match failed_checks(&found.row, constraints, applicable, children).as_slice() {
-            [] if availability(&found.row) == Some(false) => unavailable.push(found),
-            [] => matched.push(found),
+            [] if !skip.contains(found.id.as_str()) => matched.push(found.clone()),
+            [] => {}
             [only] => *single_failures.entry(*only).or_default() += 1,
             _ => {}
         }
     }
-    let total = matched.len() + unavailable.len();
-    matched.extend(unavailable);
-    matched.truncate(limit);
-    let relax = match total {
-        0 => single_failures
-            .into_iter()
-            .max_by_key(|(check, count)| (*count, std::cmp::Reverse(*check as u8)))
-            .filter(|(_, count)| *count > 0),
-        _ => None,
-    };
-    Selection {
-        shown: matched,
-        matched: total,
-        unchecked,
-        relax,
+    let count = matched.len();
+    FoundItems {
+        shown: available_first(matched, limit),
+        matched: count,
+        retrieved: pool.len(),
+        unchecked: unchecked(constraints, applicable, !pool.is_empty()),
+        relax: relax(count, single_failures),
+        personalized: false,
+        interests: Vec::new(),
     }
 }
 
@@ -428,7 +807,7 @@ fn chat_item(row: &Map<String, Value>, id: &str) -> ChatItem {
 
 /// The LLM's instructions: the constraints, the items in order, and the composed
 /// reply as the facts to keep to.
-fn llm_prompt(constraints: &Constraints, selection: &Selection, composed: &str) -> String {
+fn llm_prompt(constraints: &Constraints, selection: &FoundItems, composed: &str) -> String {
     let mut prompt = String::from(
         "You are the shopping assistant of a catalog. Answer the user's last message in one to three \
          sentences. Mention only the items listed below, in their order, and never invent items, prices or \
@@ -436,7 +815,7 @@ fn llm_prompt(constraints: &Constraints, selection: &Selection, composed: &str) 
     );
     prompt.push_str(&format!(
         "What the user asked for so far: {}.\n",
-        describe(constraints, selection.shown.len(), &selection.unchecked)
+        describe(constraints, selection.shown.len(), &selection.unchecked, None)
     ));
     if selection.shown.is_empty() {
         prompt.push_str("No item matched.\n");

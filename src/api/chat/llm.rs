@@ -1,7 +1,9 @@
-//! The optional LLM that writes chat replies: an OpenAI-compatible
-//! `POST {llm_url}/chat/completions` with `{model, messages}`, over plain http with
-//! hyper's client. Any failure (connection, status, timeout, an answer without
-//! text) is an [`LlmError`]; the caller then uses the composed reply.
+//! The optional LLM of chat: an OpenAI-compatible `POST {llm_url}/chat/completions`
+//! with `{model, messages}`, over plain http with hyper's client. It writes replies,
+//! and reads constraints with structured output (`response_format` of type
+//! `json_schema`). Any failure (connection, status, timeout, an answer without text
+//! or not JSON) is an [`LlmError`]; the caller then uses the composed reply or the
+//! rule extractor.
 
 use std::time::Duration;
 
@@ -30,6 +32,8 @@ pub enum LlmError {
     NoText,
     #[error("llm did not answer within {0} ms")]
     Timeout(u64),
+    #[error("llm answer is not JSON: {0}")]
+    NotJson(String),
 }
 
 /// A client of one configured endpoint.
@@ -71,14 +75,27 @@ impl LlmClient {
 
     /// The assistant's text for `system` + `user`, within the configured timeout.
     pub async fn reply(&self, system: &str, user: &str) -> Result<String, LlmError> {
+        self.within_timeout(self.ask(system, user, None)).await
+    }
+
+    /// The assistant's JSON answer following `schema`, within the configured timeout.
+    pub async fn structured(&self, system: &str, user: &str, schema: &Value) -> Result<Value, LlmError> {
+        let text = self.within_timeout(self.ask(system, user, Some(schema))).await?;
+        serde_json::from_str(&text).map_err(|error| LlmError::NotJson(error.to_string()))
+    }
+
+    async fn within_timeout<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, LlmError>>,
+    ) -> Result<T, LlmError> {
         let timeout_ms = self.timeout.as_millis() as u64;
-        tokio::time::timeout(self.timeout, self.ask(system, user))
+        tokio::time::timeout(self.timeout, call)
             .await
             .map_err(|_| LlmError::Timeout(timeout_ms))?
     }
 
-    async fn ask(&self, system: &str, user: &str) -> Result<String, LlmError> {
-        let body = json!({
+    async fn ask(&self, system: &str, user: &str, schema: Option<&Value>) -> Result<String, LlmError> {
+        let mut body = json!({
             "model": self.model,
             "messages": [
                 {"role": "system", "content": system},
@@ -86,6 +103,13 @@ impl LlmClient {
             ],
             "temperature": 0.2,
         });
+        if let Some(schema) = schema {
+            body["temperature"] = json!(0);
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": "constraints", "strict": true, "schema": schema},
+            });
+        }
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.endpoint.clone())
@@ -128,6 +152,19 @@ impl ReplyWriter for LlmClient {
     ) -> futures::future::BoxFuture<'a, Result<String, ReplyError>> {
         Box::pin(async move {
             LlmClient::reply(self, system, user)
+                .await
+                .map_err(|error| ReplyError(error.to_string()))
+        })
+    }
+
+    fn structured<'a>(
+        &'a self,
+        system: &'a str,
+        user: &'a str,
+        schema: &'a Value,
+    ) -> futures::future::BoxFuture<'a, Result<Value, ReplyError>> {
+        Box::pin(async move {
+            LlmClient::structured(self, system, user, schema)
                 .await
                 .map_err(|error| ReplyError(error.to_string()))
         })

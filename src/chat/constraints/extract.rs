@@ -2,10 +2,13 @@
 //! constraint, each consuming the tokens it understood; the words left are the
 //! free-text terms.
 
+use super::dialogue::{more, popular_words, questions, references, similar};
 use super::reader::Reader;
 use super::words::{
-    ADULT_WORDS, CEILING_PHRASES, CHEAPER_PHRASES, FLOOR_PHRASES, KIDS_WORDS, LANGUAGES, NOISE, PRICIER_PHRASES,
+    ADULT_WORDS, BAND_PHRASES, CEILING_PHRASES, CHEAPER_PHRASES, FLOOR_PHRASES, KIDS_WORDS, LANGUAGES,
+    NEGATION_FILLER, NEGATORS, NOISE, PRICIER_PHRASES,
 };
+use super::years::{year_words, years};
 use super::{Audience, Extracted, Language, PriceBound, PriceLimit, RelativePrice};
 use crate::chat::dictionary::{EntryKind, LabelDictionary};
 use crate::chat::text::{is_stopword, Token};
@@ -15,12 +18,20 @@ pub fn extract(message: &str, dictionary: &LabelDictionary) -> Extracted {
     let mut reader = Reader::new(message);
     let mut extracted = Extracted::default();
     commands(&mut reader, &mut extracted);
+    references(&mut reader, &mut extracted);
     ages(&mut reader, &mut extracted);
+    years(&mut reader, &mut extracted);
     price_ranges(&mut reader, &mut extracted);
     price_bounds(&mut reader, &mut extracted);
     relative_price(&mut reader, &mut extracted);
+    price_bands(&mut reader, &mut extracted);
+    questions(&mut reader, &mut extracted);
     languages(&mut reader, &mut extracted);
     names(&mut reader, dictionary, &mut extracted);
+    similar(&mut reader, &mut extracted);
+    year_words(&mut reader, &mut extracted);
+    more(&mut reader, &mut extracted);
+    popular_words(&mut reader);
     extracted.terms = terms(&reader);
     extracted
 }
@@ -117,9 +128,9 @@ fn ages(reader: &mut Reader, extracted: &mut Extracted) {
             Token::Word(word) if KIDS_WORDS.contains(&word.as_str()) => {
                 extracted.audience = Some(Audience::Kids);
                 reader.consume(index, index + 1);
-                // "kids under 10": an age, not a price.
+                // "kids under 10": an age, not a price ("kids under 10 dollars" is a price).
                 if reader.word(index + 1).is_some_and(|w| ["under", "below"].contains(&w)) {
-                    if let Some(Token::Number(_)) = reader.tokens.get(index + 2) {
+                    if let Some((_, _, false)) = reader.amount_at(index + 2) {
                         reader.consume(index + 1, index + 3);
                     }
                 }
@@ -254,6 +265,16 @@ fn relative_price(reader: &mut Reader, extracted: &mut Extracted) {
     }
 }
 
+/// "cheap", "cheapest", "not too expensive", "premium": bands of the catalog's prices.
+fn price_bands(reader: &mut Reader, extracted: &mut Extracted) {
+    for index in 0..reader.tokens.len() {
+        if let Some((phrase, band)) = BAND_PHRASES.iter().find(|(phrase, _)| reader.phrase_at(index, phrase)) {
+            extracted.band.get_or_insert(*band);
+            reader.consume(index, index + phrase.len());
+        }
+    }
+}
+
 /// "in French", "spanish", "with an English guide".
 fn languages(reader: &mut Reader, extracted: &mut Extracted) {
     for index in 0..reader.tokens.len() {
@@ -308,16 +329,50 @@ fn names(reader: &mut Reader, dictionary: &LabelDictionary, extracted: &mut Extr
             }
         }
     }
+    let mut previous_negated = false;
     for (from, to, entry) in found {
-        reader.consume(from, to);
-        let list = match entry.kind {
-            EntryKind::Group => &mut extracted.groups,
-            EntryKind::Tag => &mut extracted.tags,
+        let negator = negator_before(reader, from, previous_negated);
+        previous_negated = negator.is_some();
+        reader.consume(negator.unwrap_or(from), to);
+        let list = match (entry.kind, previous_negated) {
+            (EntryKind::Group, false) => &mut extracted.groups,
+            (EntryKind::Tag, false) => &mut extracted.tags,
+            (EntryKind::Group, true) => &mut extracted.excluded_groups,
+            (EntryKind::Tag, true) => &mut extracted.excluded_tags,
         };
         if !list.contains(&entry.display) {
             list.push(entry.display);
         }
     }
+}
+
+/// Where the words ruling out the name at `index` start, if they do: a negator a few
+/// filler words before it ("no horror", "not any more horror", "skip the comedies",
+/// "anything but horror", "I don't want thrillers"), or "or"/"nor"/"and" after a name
+/// that was ruled out ("no horror or thrillers").
+fn negator_before(reader: &Reader, index: usize, previous_negated: bool) -> Option<usize> {
+    let mut at = index;
+    for _ in 0..4 {
+        at = at.checked_sub(1)?;
+        let word = reader.word(at)?;
+        let negates = match word {
+            "but" => at
+                .checked_sub(1)
+                .and_then(|i| reader.word(i))
+                .is_some_and(|w| ["anything", "everything", "all", "nothing"].contains(&w)),
+            // "don't want", "dont like": the apostrophe split "don" from "t".
+            "don" | "dont" | "doesn" | "didn" => true,
+            "or" | "nor" | "and" => previous_negated,
+            _ => NEGATORS.contains(&word),
+        };
+        if negates {
+            return Some(at);
+        }
+        if !NEGATION_FILLER.contains(&word) && !(word == "t" && at > 0) {
+            return None;
+        }
+    }
+    None
 }
 
 /// The words and numbers no constraint consumed, minus stopwords and noise.

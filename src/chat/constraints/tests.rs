@@ -1,4 +1,5 @@
 use super::*;
+use crate::chat::constraints::YearRange;
 use crate::chat::dictionary::LabelDictionary;
 
 fn vocabulary() -> LabelDictionary {
@@ -12,6 +13,8 @@ fn vocabulary() -> LabelDictionary {
             "Romance",
             "Drama",
             "Walking Tours",
+            "Horror",
+            "Animation",
         ],
         &["dark comedy", "twist ending", "wine tasting"],
     )
@@ -97,7 +100,7 @@ fn numbers_that_are_not_prices() {
 fn relative_prices() {
     assert_eq!(read("cheaper").relative, Some(RelativePrice::Cheaper));
     assert_eq!(read("something less expensive").relative, Some(RelativePrice::Cheaper));
-    assert_eq!(read("not too expensive").relative, Some(RelativePrice::Cheaper));
+    assert_eq!(read("not too expensive").relative, None);
     assert_eq!(read("more expensive").relative, Some(RelativePrice::Pricier));
     assert_eq!(read("pricier ones").relative, Some(RelativePrice::Pricier));
     assert!(read("cheaper").terms.is_empty());
@@ -169,8 +172,8 @@ fn audiences() {
 fn free_text_terms_drop_stopwords_and_consumed_words() {
     assert_eq!(read("something with love in it").terms, strings(&["love"]));
     assert_eq!(
-        read("Show me comedies about space travel under $20").terms,
-        strings(&["space", "travel"])
+        read("Show me comedies about time travel under $20").terms,
+        strings(&["time", "travel"])
     );
     assert!(read("comedies under 10").terms.is_empty());
     assert!(read("any price").terms.is_empty());
@@ -191,7 +194,191 @@ fn commands() {
 }
 
 fn turn(constraints: &mut Constraints, message: &str, last_prices: &[f64]) -> Vec<Note> {
-    constraints.apply(&read(message), last_prices)
+    let last = LastAnswer {
+        ids: (0..last_prices.len()).map(|n| n.to_string()).collect(),
+        prices: last_prices.to_vec(),
+        focus: None,
+    };
+    constraints.apply(&read(message), &last, &Scale::default())
+}
+
+/// A catalog whose prices have quartiles 2, 4, 6, 9 and whose years run to 2018.
+const SCALE: Scale = Scale {
+    prices: Some([2.0, 4.0, 6.0, 9.0]),
+    years: Some((2018, 1980)),
+};
+
+fn turn_on_scale(constraints: &mut Constraints, message: &str, last: &LastAnswer) -> Vec<Note> {
+    constraints.apply(&read(message), last, &SCALE)
+}
+
+#[test]
+fn a_currency_makes_a_number_a_price_not_an_age() {
+    let extracted = read("animated movies for kids under 10 dollars");
+    assert_eq!(extracted.groups, strings(&["Animation"]));
+    assert_eq!(extracted.audience, Some(Audience::Kids));
+    assert_eq!(extracted.price, ceiling(10.0, false));
+    assert_eq!(read("for kids under $10").price, ceiling(10.0, false));
+    assert_eq!(read("5 bucks max").price, ceiling(5.0, true));
+    assert_eq!(read("under 5 USD").price, ceiling(5.0, false));
+    assert_eq!(read("between 5 and 10 dollars").price, Some(PriceBound::Range(5.0, 10.0)));
+}
+
+#[test]
+fn price_bands_come_from_the_catalogs_prices() {
+    for (message, band) in [
+        ("cheap comedies", PriceBand::Cheap),
+        ("cheapest", PriceBand::Cheapest),
+        ("not too expensive", PriceBand::Moderate),
+        ("what's cheap?", PriceBand::Cheap),
+        ("something affordable", PriceBand::Cheap),
+        ("premium picks", PriceBand::Premium),
+        ("expensive ones", PriceBand::Premium),
+    ] {
+        let extracted = read(message);
+        assert_eq!(extracted.band, Some(band), "{message}");
+        assert!(extracted.terms.is_empty(), "{message}: {:?}", extracted.terms);
+    }
+    let mut constraints = Constraints::default();
+    let notes = turn_on_scale(&mut constraints, "cheap comedies", &LastAnswer::default());
+    assert_eq!(notes, vec![Note::Band(PriceBand::Cheap)]);
+    assert_eq!(constraints.max_price, Some(PriceLimit::inclusive(4.0)));
+    assert_eq!(constraints.groups, strings(&["Comedy"]));
+    turn_on_scale(&mut constraints, "premium", &LastAnswer::default());
+    assert_eq!((constraints.min_price, constraints.max_price), (Some(PriceLimit::inclusive(9.0)), None));
+}
+
+#[test]
+fn relative_words_need_an_earlier_priced_answer() {
+    let mut constraints = Constraints::default();
+    let notes = turn_on_scale(&mut constraints, "cheaper", &LastAnswer::default());
+    assert_eq!(notes, vec![Note::Band(PriceBand::Cheap)], "read as cheap");
+    assert_eq!(constraints.max_price, Some(PriceLimit::inclusive(4.0)));
+    let last = LastAnswer {
+        ids: strings(&["a", "b", "c"]),
+        prices: vec![1.0, 3.0, 3.5],
+        focus: None,
+    };
+    turn_on_scale(&mut constraints, "cheaper", &last);
+    assert_eq!(constraints.max_price, Some(PriceLimit::exclusive(3.0)));
+    turn_on_scale(&mut constraints, "pricier", &last);
+    assert_eq!(constraints.min_price, Some(PriceLimit::exclusive(3.0)));
+    assert_eq!(constraints.max_price, None);
+}
+
+#[test]
+fn negation_rules_groups_out_until_named_again() {
+    for message in [
+        "no horror please",
+        "not scary",
+        "without horror",
+        "anything but horror",
+        "skip the horror",
+        "I don't want horror",
+        "nothing scary",
+    ] {
+        let extracted = read(message);
+        assert_eq!(extracted.excluded_groups, strings(&["Horror"]), "{message}");
+        assert!(extracted.groups.is_empty(), "{message}");
+        assert!(extracted.terms.is_empty(), "{message}: {:?}", extracted.terms);
+    }
+    assert_eq!(read("no horror or thrillers").excluded_groups, strings(&["Horror", "Thriller"]));
+    assert_eq!(read("comedies but no horror").groups, strings(&["Comedy"]));
+    let mut constraints = Constraints::default();
+    turn(&mut constraints, "comedies, no horror", &[]);
+    assert_eq!(constraints.excluded_groups, strings(&["Horror"]));
+    turn(&mut constraints, "thrillers", &[]);
+    assert_eq!(constraints.excluded_groups, strings(&["Horror"]), "exclusions persist");
+    turn(&mut constraints, "horror after all", &[]);
+    assert!(constraints.excluded_groups.is_empty());
+    assert_eq!(constraints.groups, strings(&["Horror"]));
+}
+
+#[test]
+fn synonyms_name_the_catalogs_groups() {
+    assert_eq!(read("cartoons").groups, strings(&["Animation"]));
+    assert_eq!(read("show me cartoons for kids").groups, strings(&["Animation"]));
+    assert_eq!(read("something scary").groups, strings(&["Horror"]));
+    assert_eq!(read("funny stuff").groups, strings(&["Comedy"]));
+    assert_eq!(read("space adventures").groups, strings(&["Sci-Fi"]));
+    assert_eq!(read("science fiction").groups, strings(&["Sci-Fi"]));
+    assert!(read("cowboys").groups.is_empty(), "no Western group here");
+}
+
+#[test]
+fn years_and_decades() {
+    let nineties = Some(YearRange {
+        from: Some(1990),
+        to: Some(1999),
+    });
+    for message in ["films from the 90s", "90s", "1990s comedies", "the nineties", "from 1990 to 1999"] {
+        let extracted = read(message);
+        assert_eq!(extracted.years, nineties, "{message}");
+        assert!(extracted.terms.is_empty(), "{message}: {:?}", extracted.terms);
+        assert_eq!(extracted.price, None, "{message}");
+    }
+    assert_eq!(read("before 1980").years, Some(YearRange { from: None, to: Some(1979) }));
+    assert_eq!(read("after 2010").years, Some(YearRange { from: Some(2011), to: None }));
+    assert_eq!(read("in 1995").years, Some(YearRange { from: Some(1995), to: Some(1995) }));
+    assert_eq!(read("2001 a space odyssey").years, None, "a bare year may be a title");
+    assert_eq!(read("recent comedies").year_word, Some(YearWord::Recent));
+    let mut constraints = Constraints::default();
+    turn_on_scale(&mut constraints, "old classics", &LastAnswer::default());
+    assert_eq!(constraints.years, Some(YearRange { from: None, to: Some(1980) }));
+    turn_on_scale(&mut constraints, "recent ones", &LastAnswer::default());
+    assert_eq!(constraints.years, Some(YearRange { from: Some(2014), to: None }));
+}
+
+#[test]
+fn references_questions_likeness_and_paging() {
+    let second = read("the second one, is it available?");
+    assert_eq!(second.reference, Some(Reference::Position(1)));
+    assert_eq!(second.ask, Some(Ask::Availability));
+    assert!(second.terms.is_empty(), "{:?}", second.terms);
+    let price = read("how much is the third one?");
+    assert_eq!((price.reference, price.ask), (Some(Reference::Position(2)), Some(Ask::Price)));
+    let it = read("what does it cost?");
+    assert_eq!((it.reference, it.ask), (Some(Reference::It), Some(Ask::Price)));
+    let like = read("show me more like the first one");
+    assert_eq!(like.similar, Some(Similar::Reference(Reference::Position(0))));
+    assert_eq!((like.reference, like.more), (None, false));
+    assert!(like.terms.is_empty(), "{:?}", like.terms);
+    let title = read("something like Toy Story");
+    assert_eq!(title.similar, Some(Similar::Title(strings(&["toy", "story"]))));
+    assert!(title.terms.is_empty());
+    let nemo = read("movies similar to Finding Nemo for kids");
+    assert_eq!(nemo.similar, Some(Similar::Title(strings(&["finding", "nemo"]))));
+    assert_eq!(nemo.audience, Some(Audience::Kids));
+    assert_eq!(read("I'd like comedies").similar, None, "like as a verb");
+    for message in ["more", "show me more", "anything else?", "next", "other ones"] {
+        let extracted = read(message);
+        assert!(extracted.more, "{message}");
+        assert!(extracted.terms.is_empty(), "{message}: {:?}", extracted.terms);
+    }
+    assert!(read("available comedies").available);
+    assert_eq!(read("available comedies").ask, None);
+    for message in ["popular movies", "top movies", "what do you have?", "recommend me something", "hello"] {
+        assert!(read(message).terms.is_empty(), "{message}: {:?}", read(message).terms);
+    }
+    assert_eq!(read("top gun").terms, strings(&["top", "gun"]));
+}
+
+#[test]
+fn a_question_about_an_item_changes_nothing() {
+    let last = LastAnswer {
+        ids: strings(&["a", "b"]),
+        prices: vec![1.0, 2.0],
+        focus: None,
+    };
+    let mut constraints = Constraints::default();
+    turn_on_scale(&mut constraints, "comedies under 10", &last);
+    let before = constraints.clone();
+    assert!(turn_on_scale(&mut constraints, "the second one, is it available?", &last).is_empty());
+    assert_eq!(constraints, before);
+    turn_on_scale(&mut constraints, "more like the second one", &last);
+    assert_eq!(constraints.similar_to.as_deref(), Some("b"));
+    turn_on_scale(&mut constraints, "love", &last);
+    assert_eq!(constraints.similar_to, None, "a new search ends the likeness");
 }
 
 #[test]

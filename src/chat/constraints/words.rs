@@ -2,7 +2,7 @@
 //! currencies, units that make a number no price, audience words, and the noise
 //! words that go with a constraint and are no search term.
 
-use super::Language;
+use super::{Language, PriceBand, YearWord};
 
 /// Languages by code, name and the other words people use for them.
 pub(super) const LANGUAGES: &[(&str, &str, &[&str])] = &[
@@ -160,15 +160,10 @@ pub(super) const FLOOR_PHRASES: &[(&[&str], bool)] = &[
 /// Phrases that ask for cheaper items than the previous answer.
 pub(super) const CHEAPER_PHRASES: &[&[&str]] = &[
     &["less", "expensive"],
-    &["not", "so", "expensive"],
-    &["not", "too", "expensive"],
+    &["less", "pricey"],
     &["lower", "priced"],
     &["lower", "price"],
     &["cheaper"],
-    &["cheap"],
-    &["cheapest"],
-    &["inexpensive"],
-    &["affordable"],
 ];
 
 /// Phrases that ask for pricier items than the previous answer.
@@ -177,9 +172,138 @@ pub(super) const PRICIER_PHRASES: &[&[&str]] = &[
     &["higher", "priced"],
     &["higher", "end"],
     &["pricier"],
-    &["expensive"],
-    &["premium"],
     &["fancier"],
-    &["upscale"],
-    &["luxury"],
+];
+
+/// Price words without an amount, read on the catalog's own prices; longer phrases
+/// first, so that "not too expensive" is not read as "expensive".
+pub(super) const BAND_PHRASES: &[(&[&str], PriceBand)] = &[
+    (&["not", "too", "expensive"], PriceBand::Moderate),
+    (&["not", "so", "expensive"], PriceBand::Moderate),
+    (&["not", "very", "expensive"], PriceBand::Moderate),
+    (&["not", "that", "expensive"], PriceBand::Moderate),
+    (&["not", "expensive"], PriceBand::Moderate),
+    (&["reasonably", "priced"], PriceBand::Moderate),
+    (&["moderately", "priced"], PriceBand::Moderate),
+    (&["mid", "range"], PriceBand::Moderate),
+    (&["midrange"], PriceBand::Moderate),
+    (&["reasonable"], PriceBand::Moderate),
+    (&["moderate"], PriceBand::Moderate),
+    (&["on", "a", "budget"], PriceBand::Cheap),
+    (&["budget", "friendly"], PriceBand::Cheap),
+    (&["low", "cost"], PriceBand::Cheap),
+    (&["low", "priced"], PriceBand::Cheap),
+    (&["lowest", "price"], PriceBand::Cheapest),
+    (&["lowest", "prices"], PriceBand::Cheapest),
+    (&["cheapest"], PriceBand::Cheapest),
+    (&["cheap"], PriceBand::Cheap),
+    (&["inexpensive"], PriceBand::Cheap),
+    (&["affordable"], PriceBand::Cheap),
+    (&["bargain"], PriceBand::Cheap),
+    (&["bargains"], PriceBand::Cheap),
+    (&["high", "end"], PriceBand::Premium),
+    (&["premium"], PriceBand::Premium),
+    (&["expensive"], PriceBand::Premium),
+    (&["luxury"], PriceBand::Premium),
+    (&["luxurious"], PriceBand::Premium),
+    (&["upscale"], PriceBand::Premium),
+    (&["pricey"], PriceBand::Premium),
+    (&["priciest"], PriceBand::Premium),
+];
+
+/// Words that rule out the group or tag after them ("no horror", "without comedies",
+/// "skip the thrillers"); "but" only after "anything"/"everything"/"all"/"nothing".
+pub(super) const NEGATORS: &[&str] = &[
+    "no", "not", "without", "except", "excluding", "exclude", "skip", "avoid", "nothing", "none", "hate", "dislike",
+    "never", "minus", "but",
+];
+
+/// Words between a negator and the name it rules out ("not any more horror").
+pub(super) const NEGATION_FILLER: &[&str] = &[
+    "the", "any", "more", "too", "so", "very", "really", "all", "of", "want", "see", "like", "those", "these", "a",
+    "an", "watch", "me", "show", "please", "give", "just", "for", "now",
+];
+
+/// Ordinal words: "the second one" is the previous answer's item 1 (from 0).
+pub(super) const ORDINALS: &[(&str, usize)] = &[
+    ("first", 0),
+    ("second", 1),
+    ("third", 2),
+    ("fourth", 3),
+    ("fifth", 4),
+    ("sixth", 5),
+    ("seventh", 6),
+    ("eighth", 7),
+    ("ninth", 8),
+    ("tenth", 9),
+];
+
+/// Nouns after an ordinal that make it a reference ("the second one", "the first movie").
+pub(super) const REFERENCE_NOUNS: &[&str] = &[
+    "one", "item", "movie", "film", "option", "result", "pick", "suggestion", "tour", "product", "title", "choice",
+];
+
+/// Words before "like" that make it a verb ("I'd like", "would like"), not "similar to".
+pub(super) const LIKE_AS_VERB: &[&str] = &[
+    "i", "id", "you", "we", "they", "would", "d", "really", "also", "don", "dont", "do", "might", "may", "should",
+    "kids", "children", "he", "she", "wife", "husband", "son", "daughter",
+];
+
+/// Words that end a title after "like" ("like Toy Story for kids").
+pub(super) const TITLE_END: &[&str] = &[
+    "for", "but", "under", "below", "over", "with", "without", "except", "please", "and", "or", "that", "which",
+    "cheaper", "than",
+];
+
+/// Words that ask for the catalog's best-known items: the ranking already puts them
+/// first, so they are no search terms.
+pub(super) const POPULAR_WORDS: &[&str] = &[
+    "popular",
+    "popularity",
+    "trending",
+    "hits",
+    "famous",
+    "greatest",
+    "acclaimed",
+    "favorite",
+    "favorites",
+    "favourite",
+    "favourites",
+    "rated",
+    "highly",
+    "recommended",
+    "top",
+    "hot",
+    "everything",
+    "catalog",
+    "catalogue",
+    "selection",
+    "whatever",
+];
+
+/// Decades by name: "the nineties".
+pub(super) const DECADE_WORDS: &[(&str, i32)] = &[
+    ("thirties", 1930),
+    ("forties", 1940),
+    ("fifties", 1950),
+    ("sixties", 1960),
+    ("seventies", 1970),
+    ("eighties", 1980),
+    ("nineties", 1990),
+];
+
+/// Year words read on the catalog's own years.
+pub(super) const YEAR_WORDS: &[(&str, YearWord)] = &[
+    ("recent", YearWord::Recent),
+    ("newest", YearWord::Recent),
+    ("latest", YearWord::Recent),
+    ("new", YearWord::Recent),
+    ("modern", YearWord::Recent),
+    ("old", YearWord::Old),
+    ("older", YearWord::Old),
+    ("oldest", YearWord::Old),
+    ("classic", YearWord::Old),
+    ("classics", YearWord::Old),
+    ("vintage", YearWord::Old),
+    ("oldies", YearWord::Old),
 ];

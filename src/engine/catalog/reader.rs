@@ -89,6 +89,11 @@ impl ItemReader {
         Ok(Some(features))
     }
 
+    /// A number that changes whenever an item is written or deleted.
+    pub fn version(&self) -> u64 {
+        self.writes.load(Ordering::Acquire)
+    }
+
     /// Called after item `id` was written or deleted.
     pub fn forget(&self, id: &str) {
         self.writes.fetch_add(1, Ordering::AcqRel);
