@@ -1,7 +1,7 @@
 //! `POST /chat` against the real binary, on a catalog built from MovieLens
 //! (`../shared/data/movielens_latest_small/movies.csv`): title → `name`, genres →
 //! `groups`, plus a synthetic `price`, `currency` and `availability` derived from the
-//! movie id, so every expectation below is computed from the same rules.
+//! movie id (`common::movielens`), so every expectation below is computed from the same rules.
 
 mod common;
 
@@ -13,73 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use common::movielens::{movies, wait_until_searchable, Movie};
 use common::*;
 
-const MOVIES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../shared/data/movielens_latest_small/movies.csv"
-);
 const CHAT: &str = "/chat";
-
-/// One movie as the test loads it.
-#[derive(Debug, Clone)]
-struct Movie {
-    title: String,
-    genres: Vec<String>,
-    price: f64,
-    currency: Option<&'static str>,
-    /// `available`, `unavailable` or `unknown`: the status chat must report.
-    status: &'static str,
-}
-
-/// 1.00 to 29.99, spread over the ids.
-fn price_of(id: u64) -> f64 {
-    1.0 + ((id * 7919) % 2900) as f64 / 100.0
-}
-
-fn movie_row(id: u64, title: &str, genres: &str) -> (Value, Movie) {
-    let genres: Vec<String> = genres.split('|').map(str::to_owned).collect();
-    let price = price_of(id);
-    let currency = (!id.is_multiple_of(3)).then_some("USD");
-    let mut row = json!({"id": id.to_string(), "_table": "movies", "name": title, "groups": genres, "price": price});
-    let status = match id % 10 {
-        0 => {
-            row["availability"] = json!("sold_out");
-            "unavailable"
-        }
-        1 => "unknown",
-        _ => {
-            row["availability"] = json!("available");
-            "available"
-        }
-    };
-    if let Some(currency) = currency {
-        row["currency"] = json!(currency);
-    }
-    let movie = Movie {
-        title: title.to_owned(),
-        genres,
-        price,
-        currency,
-        status,
-    };
-    (row, movie)
-}
-
-/// Reads movies.csv (failing clearly when it is missing).
-fn movies() -> Vec<(Value, u64, Movie)> {
-    let file = std::fs::File::open(MOVIES).unwrap_or_else(|error| panic!("{MOVIES} is required: {error}"));
-    let mut reader = csv::Reader::from_reader(file);
-    reader
-        .records()
-        .map(|record| {
-            let record = record.expect("a movies.csv record");
-            let id: u64 = record[0].parse().expect("numeric movieId");
-            let (row, movie) = movie_row(id, &record[1], &record[2]);
-            (row, id, movie)
-        })
-        .collect()
-}
 
 /// Loads the catalog into the server and waits until search finds its last movie.
 fn load_catalog(server: &TestServer) -> HashMap<String, Movie> {
@@ -101,18 +38,7 @@ fn load_catalog(server: &TestServer) -> HashMap<String, Movie> {
 /// Search is fed near-real-time: wait until the last movie loaded is found.
 fn wait_searchable(server: &TestServer, movies: &[(Value, u64, Movie)]) {
     let (_, id, movie) = movies.last().expect("movies");
-    let id = id.to_string();
-    poll_until(Duration::from_secs(30), "the catalog to be searchable", || {
-        let reply = server.admin_post("/v1/search", json!({"query": movie.title, "limit": 10}));
-        let found = reply.1["items"]
-            .as_array()
-            .is_some_and(|items| items.iter().any(|item| item["id"] == id.as_str()));
-        if found {
-            Ok(())
-        } else {
-            Err(format!("{} {}", reply.0, reply.1))
-        }
-    });
+    wait_until_searchable(server, &movie.title, &id.to_string());
 }
 
 fn chat(server: &TestServer, body: Value) -> Value {
@@ -310,9 +236,11 @@ fn ids_limits_item_shape_and_empty_answers() {
         .map(|(id, _)| id)
         .take(5)
         .collect();
+    // Fresh clicks: events as old as a session's half-life would no longer count.
+    let now = chrono::Utc::now().to_rfc3339();
     let events: Vec<Value> = romances
         .iter()
-        .map(|id| json!({"timestamp": "2026-01-01T00:00:00Z", "type": "click", "item_id": id}))
+        .map(|id| json!({"timestamp": now, "type": "click", "item_id": id}))
         .collect();
     let shaped = chat(&server, json!({"message": "romantic comedies", "events": events}));
     assert!(
@@ -362,10 +290,12 @@ enum Mode {
 }
 
 /// A tiny OpenAI-compatible endpoint on 127.0.0.1 (the real service is external):
-/// answers `POST /v1/chat/completions` per `mode`, and keeps what it received.
+/// answers `POST /v1/chat/completions` per `mode` (a request with a `response_format`
+/// gets `reading` as its content, any other a fixed reply), and keeps what it received.
 struct StandIn {
     url: String,
     mode: Arc<Mutex<Mode>>,
+    reading: Arc<Mutex<String>>,
     received: Arc<Mutex<Vec<(String, String, Value)>>>,
     calls: Arc<AtomicUsize>,
 }
@@ -377,14 +307,23 @@ impl StandIn {
         let stand_in = StandIn {
             url,
             mode: Arc::new(Mutex::new(Mode::Answer)),
+            reading: Arc::new(Mutex::new(String::new())),
             received: Arc::new(Mutex::new(Vec::new())),
             calls: Arc::new(AtomicUsize::new(0)),
         };
-        let (mode, received, calls) = (stand_in.mode.clone(), stand_in.received.clone(), stand_in.calls.clone());
+        let (mode, reading, received, calls) = (
+            stand_in.mode.clone(),
+            stand_in.reading.clone(),
+            stand_in.received.clone(),
+            stand_in.calls.clone(),
+        );
         thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (mode, received, calls) = (mode.clone(), received.clone(), calls.clone());
-                thread::spawn(move || serve_one(stream, *mode.lock().unwrap(), &received, &calls));
+                let (mode, reading, received, calls) = (mode.clone(), reading.clone(), received.clone(), calls.clone());
+                thread::spawn(move || {
+                    let reading = reading.lock().unwrap().clone();
+                    serve_one(stream, *mode.lock().unwrap(), &reading, &received, &calls)
+                });
             }
         });
         stand_in
@@ -393,9 +332,44 @@ impl StandIn {
     fn set(&self, mode: Mode) {
         *self.mode.lock().unwrap() = mode;
     }
+
+    /// What it answers to a structured-output request, as the message content.
+    fn read_as(&self, content: &str) {
+        *self.reading.lock().unwrap() = content.to_owned();
+    }
+
+    /// The requests received with (`structured`) or without a `response_format`.
+    fn requests(&self, structured: bool) -> Vec<(String, String, Value)> {
+        let received = self.received.lock().unwrap();
+        received
+            .iter()
+            .filter(|(_, _, body)| body.get("response_format").is_some() == structured)
+            .cloned()
+            .collect()
+    }
 }
 
-fn serve_one(stream: TcpStream, mode: Mode, received: &Mutex<Vec<(String, String, Value)>>, calls: &AtomicUsize) {
+/// A structured-output answer: every key of the schema, with `set` over the empty values.
+fn reading(set: Value) -> String {
+    let mut answer = json!({
+        "groups": [], "excluded_groups": [], "tags": [], "excluded_tags": [], "min_price": null,
+        "max_price": null, "cheaper": false, "pricier": false, "audience": null, "language": null,
+        "year_from": null, "year_to": null, "terms": [], "reference": null, "ask": null, "more": false,
+        "like_title": null, "like_reference": null, "reset": false
+    });
+    for (key, value) in set.as_object().expect("an object") {
+        answer[key] = value.clone();
+    }
+    answer.to_string()
+}
+
+fn serve_one(
+    stream: TcpStream,
+    mode: Mode,
+    reading: &str,
+    received: &Mutex<Vec<(String, String, Value)>>,
+    calls: &AtomicUsize,
+) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
     let mut request_line = String::new();
     reader.read_line(&mut request_line).expect("request line");
@@ -419,16 +393,16 @@ fn serve_one(stream: TcpStream, mode: Mode, received: &Mutex<Vec<(String, String
     reader.read_exact(&mut body).expect("the body");
     calls.fetch_add(1, Ordering::SeqCst);
     let path = request_line.split_whitespace().nth(1).unwrap_or_default().to_owned();
-    received.lock().unwrap().push((
-        path,
-        authorization,
-        serde_json::from_slice(&body).unwrap_or(Value::Null),
-    ));
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let content = match body.get("response_format") {
+        Some(_) => reading,
+        None => "The stand-in LLM recommends these.",
+    };
+    received.lock().unwrap().push((path, authorization, body));
     let (status, answer) = match mode {
         Mode::Answer => (
             "200 OK",
-            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "The stand-in LLM recommends these."}}]})
-                .to_string(),
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}).to_string(),
         ),
         Mode::Fail => ("500 Internal Server Error", "{\"error\": \"down\"}".to_owned()),
         Mode::Stall => {
@@ -445,7 +419,7 @@ fn serve_one(stream: TcpStream, mode: Mode, received: &Mutex<Vec<(String, String
 }
 
 #[test]
-fn an_llm_writes_the_reply_and_its_failures_fall_back() {
+fn an_llm_reads_messages_writes_replies_and_its_failures_fall_back() {
     let stand_in = StandIn::start();
     let server = TestServer::start_with_env(&[
         ("RANKSTREAM__CHAT__LLM_URL", &stand_in.url),
@@ -456,10 +430,20 @@ fn an_llm_writes_the_reply_and_its_failures_fall_back() {
     ]);
     let catalog = load_catalog(&server);
 
+    // The LLM reads the message (structured output) and writes the reply.
+    stand_in.read_as(&reading(json!({"groups": ["Comedy"], "max_price": 9.99})));
     let answered = chat(&server, json!({"message": "comedies under 10"}));
     assert_eq!(answered["message"], "The stand-in LLM recommends these.");
     assert_all(&catalog, &answered, 10.0, false, "with an llm");
-    let (path, authorization, request) = stand_in.received.lock().unwrap()[0].clone();
+    assert_eq!(answered["constraints"]["max_price"]["amount"], 9.99, "the llm's reading: {answered}");
+    let (path, _, read) = stand_in.requests(true)[0].clone();
+    assert_eq!(path, "/v1/chat/completions");
+    assert_eq!(read["response_format"]["type"], "json_schema");
+    assert_eq!(read["response_format"]["json_schema"]["schema"]["type"], "object");
+    assert_eq!(read["messages"][1]["content"], "comedies under 10");
+    let instructions = read["messages"][0]["content"].as_str().expect("instructions");
+    assert!(instructions.contains("Comedy") && instructions.contains("Sci-Fi"), "{instructions}");
+    let (path, authorization, request) = stand_in.requests(false)[0].clone();
     assert_eq!(path, "/v1/chat/completions");
     assert_eq!(authorization, "Bearer llm-secret");
     assert_eq!(request["model"], "tiny-test-model");
@@ -474,7 +458,7 @@ fn an_llm_writes_the_reply_and_its_failures_fall_back() {
         assert!(system.contains(title.as_str()), "the prompt lists {title}: {system}");
     }
     assert!(
-        system.contains("4 comedies under 10"),
+        system.contains("4 comedies up to 9.99"),
         "the prompt states the constraints: {system}"
     );
 
@@ -503,10 +487,35 @@ fn an_llm_writes_the_reply_and_its_failures_fall_back() {
         "the timeout cut the wait"
     );
 
+    // What the rules cannot read, the LLM can; names the catalog lacks are dropped.
+    stand_in.set(Mode::Answer);
+    stand_in.read_as(&reading(json!({
+        "groups": ["Comedy", "Grandma Films"], "excluded_groups": ["Romance"], "max_price": 10
+    })));
+    let read = chat(
+        &server,
+        json!({"message": "flicks that would make my grandma laugh, nothing mushy, ten bucks tops"}),
+    );
+    assert_eq!(
+        read["constraints"],
+        json!({"groups": ["Comedy"], "excluded_groups": ["Romance"], "max_price": {"amount": 10.0, "inclusive": true}})
+    );
+    assert_all(&catalog, &read, 10.01, false, "read by the llm");
+    for item in items(&read) {
+        assert!(!movie(&catalog, item).genres.iter().any(|g| g == "Romance"), "{read}");
+    }
+    // An answer that is not the schema's object: the rules read the message.
+    stand_in.read_as("I think they want comedies");
+    let ruled = chat(&server, json!({"message": "thrillers under 5"}));
+    assert_eq!(ruled["constraints"]["groups"], json!(["Thriller"]), "{ruled}");
+    assert_eq!(ruled["constraints"]["max_price"], json!({"amount": 5.0, "inclusive": false}));
+
     let stats = server.admin_get("/v1/admin/stats").1;
-    assert_eq!(stats["chat"]["llm_replies"], 1, "{stats}");
+    assert_eq!(stats["chat"]["llm_replies"], 3, "{stats}");
     assert_eq!(stats["chat"]["llm_failures"], 2, "{stats}");
-    assert_eq!(stand_in.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(stats["chat"]["llm_extractions"], 2, "{stats}");
+    assert_eq!(stats["chat"]["llm_extraction_failures"], 3, "{stats}");
+    assert_eq!(stand_in.calls.load(Ordering::SeqCst), 10);
 }
 
 #[test]

@@ -312,11 +312,13 @@ pub fn compose(outcome: &Outcome) -> String {
     let mut sentences: Vec<String> = outcome.notes.iter().map(|note| note_words(note, constraints)).collect();
     if outcome.shown > 0 {
         let verb = if outcome.shown == 1 { "is" } else { "are" };
-        let more = if outcome.paged { "more " } else { "" };
-        let mut found = format!(
-            "Here {verb} {more}{}",
-            describe(constraints, outcome.shown, &outcome.unchecked, outcome.like.as_deref())
-        );
+        let mut described = describe(constraints, outcome.shown, &outcome.unchecked, outcome.like.as_deref());
+        if outcome.paged {
+            // "4 comedies" → "4 more comedies".
+            let count = outcome.shown.to_string();
+            described = described.replacen(&count, &format!("{count} more"), 1);
+        }
+        let mut found = format!("Here {verb} {described}");
         if outcome.matched > outcome.shown {
             found.push_str(&format!(" (the best of {} that match)", outcome.matched));
         }

@@ -28,6 +28,7 @@ pub use checks::*;
 mod events;
 #[allow(unused_imports)] // used by the events test crates only
 pub use events::*;
+pub mod movielens;
 
 /// How long a server may take to print its listening line.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);

@@ -8,6 +8,7 @@
 use super::reader::Reader;
 use super::words::{LIKE_AS_VERB, ORDINALS, POPULAR_WORDS, REFERENCE_NOUNS, TITLE_END};
 use super::{Ask, Extracted, Reference, Similar};
+use crate::chat::dictionary::LabelDictionary;
 use crate::chat::text::{is_stopword, Token};
 
 /// A reference starting at `index`: its kind and the index after it. Ordinals count
@@ -124,7 +125,9 @@ pub(super) fn questions(reader: &mut Reader, extracted: &mut Extracted) {
 
 /// "like X", "similar to X", "more like the first one": `X` is an item of the
 /// previous answer or a title's words (up to a word that starts another constraint).
-pub(super) fn similar(reader: &mut Reader, extracted: &mut Extracted) {
+/// Words after the trigger that name a group or tag of the catalog ("something like a
+/// comedy") are left to the names.
+pub(super) fn similar(reader: &mut Reader, dictionary: &LabelDictionary, extracted: &mut Extracted) {
     for index in 0..reader.tokens.len() {
         if reader.consumed[index] {
             continue;
@@ -173,7 +176,8 @@ pub(super) fn similar(reader: &mut Reader, extracted: &mut Extracted) {
                 _ => None,
             })
             .collect();
-        if words.iter().all(|word| is_stopword(word)) {
+        let content: Vec<&str> = words.iter().map(String::as_str).filter(|word| !is_stopword(word)).collect();
+        if content.is_empty() || dictionary.lookup(&content).is_some() {
             continue;
         }
         extracted.similar = Some(Similar::Title(words));

@@ -19,7 +19,7 @@ pub fn extract(message: &str, dictionary: &LabelDictionary) -> Extracted {
     let mut extracted = Extracted::default();
     commands(&mut reader, &mut extracted);
     references(&mut reader, &mut extracted);
-    ages(&mut reader, &mut extracted);
+    ages(&mut reader, dictionary, &mut extracted);
     years(&mut reader, &mut extracted);
     price_ranges(&mut reader, &mut extracted);
     price_bounds(&mut reader, &mut extracted);
@@ -27,8 +27,8 @@ pub fn extract(message: &str, dictionary: &LabelDictionary) -> Extracted {
     price_bands(&mut reader, &mut extracted);
     questions(&mut reader, &mut extracted);
     languages(&mut reader, &mut extracted);
+    similar(&mut reader, dictionary, &mut extracted);
     names(&mut reader, dictionary, &mut extracted);
-    similar(&mut reader, &mut extracted);
     year_words(&mut reader, &mut extracted);
     more(&mut reader, &mut extracted);
     popular_words(&mut reader);
@@ -79,7 +79,9 @@ fn commands(reader: &mut Reader, extracted: &mut Extracted) {
 }
 
 /// "18+", "under 12 years", "ages 6-12", "kids under 10", and the audience words.
-fn ages(reader: &mut Reader, extracted: &mut Extracted) {
+/// A kids word that starts a longer name the catalog has ("family friendly" as a
+/// tag) is left to [`names`].
+fn ages(reader: &mut Reader, dictionary: &LabelDictionary, extracted: &mut Extracted) {
     let audience_of = |age: f64| match age {
         age if age >= 18.0 => Some(Audience::Adults),
         age if age <= 13.0 => Some(Audience::Kids),
@@ -125,7 +127,12 @@ fn ages(reader: &mut Reader, extracted: &mut Extracted) {
                     reader.consume(index, end);
                 }
             }
-            Token::Word(word) if KIDS_WORDS.contains(&word.as_str()) => {
+            Token::Word(word)
+                if KIDS_WORDS.contains(&word.as_str())
+                    && !reader
+                        .word(index + 1)
+                        .is_some_and(|next| dictionary.lookup(&[word.as_str(), next]).is_some()) =>
+            {
                 extracted.audience = Some(Audience::Kids);
                 reader.consume(index, index + 1);
                 // "kids under 10": an age, not a price ("kids under 10 dollars" is a price).
@@ -257,9 +264,9 @@ fn relative_price(reader: &mut Reader, extracted: &mut Extracted) {
             (CHEAPER_PHRASES, RelativePrice::Cheaper),
             (PRICIER_PHRASES, RelativePrice::Pricier),
         ] {
-            if let Some(phrase) = phrases.iter().find(|phrase| reader.phrase_at(index, phrase)) {
+            if let Some(end) = phrases.iter().find_map(|phrase| reader.phrase_end(index, phrase)) {
                 extracted.relative = Some(relative);
-                reader.consume(index, index + phrase.len());
+                reader.consume(index, end);
             }
         }
     }
@@ -268,9 +275,12 @@ fn relative_price(reader: &mut Reader, extracted: &mut Extracted) {
 /// "cheap", "cheapest", "not too expensive", "premium": bands of the catalog's prices.
 fn price_bands(reader: &mut Reader, extracted: &mut Extracted) {
     for index in 0..reader.tokens.len() {
-        if let Some((phrase, band)) = BAND_PHRASES.iter().find(|(phrase, _)| reader.phrase_at(index, phrase)) {
+        let found = BAND_PHRASES
+            .iter()
+            .find_map(|(phrase, band)| Some((reader.phrase_end(index, phrase)?, band)));
+        if let Some((end, band)) = found {
             extracted.band.get_or_insert(*band);
-            reader.consume(index, index + phrase.len());
+            reader.consume(index, end);
         }
     }
 }
@@ -329,6 +339,26 @@ fn names(reader: &mut Reader, dictionary: &LabelDictionary, extracted: &mut Extr
             }
         }
     }
+    // "walking or bike tours": a word before "or"/"and" that names something with the
+    // last word of the name after it.
+    let mut shared = Vec::new();
+    for (from, to, _) in &found {
+        let (Some(last), Some(joiner)) = (reader.word(to - 1), from.checked_sub(1)) else {
+            continue;
+        };
+        if to - from < 2 || !matches!(reader.word(joiner), Some("or" | "and")) {
+            continue;
+        }
+        let Some(before) = joiner.checked_sub(1) else { continue };
+        if reader.consumed[before] {
+            continue;
+        }
+        if let Some(entry) = reader.word(before).and_then(|word| dictionary.lookup(&[word, last])) {
+            shared.push((before, before + 1, entry.clone()));
+        }
+    }
+    found.extend(shared);
+    found.sort_by_key(|(from, _, _)| *from);
     let mut previous_negated = false;
     for (from, to, entry) in found {
         let negator = negator_before(reader, from, previous_negated);

@@ -25,12 +25,25 @@ impl Reader {
         self.tokens.get(index).and_then(Token::word)
     }
 
+    /// Where the free words `phrase` that start at `index` end (a dash may join two of
+    /// them: "high-end", "budget-friendly"), if they do.
+    pub(super) fn phrase_end(&self, index: usize, phrase: &[&str]) -> Option<usize> {
+        let mut position = index;
+        for (offset, word) in phrase.iter().enumerate() {
+            if offset > 0 && self.tokens.get(position) == Some(&Token::Dash) && !self.consumed[position] {
+                position += 1;
+            }
+            if self.word(position) != Some(word) || self.consumed[position] {
+                return None;
+            }
+            position += 1;
+        }
+        Some(position)
+    }
+
     /// Whether the free words `phrase` start at `index`.
     pub(super) fn phrase_at(&self, index: usize, phrase: &[&str]) -> bool {
-        phrase
-            .iter()
-            .enumerate()
-            .all(|(offset, word)| self.word(index + offset) == Some(word) && !self.consumed[index + offset])
+        self.phrase_end(index, phrase).is_some()
     }
 
     /// Marks the tokens `from..to` as read by a constraint.

@@ -15,6 +15,7 @@ fn vocabulary() -> LabelDictionary {
             "Walking Tours",
             "Horror",
             "Animation",
+            "Bike Tours",
         ],
         &["dark comedy", "twist ending", "wine tasting"],
     )
@@ -502,4 +503,26 @@ fn median_of_prices() {
     assert_eq!(median(&[3.0]), Some(3.0));
     assert_eq!(median(&[9.0, 1.0, 4.0]), Some(4.0));
     assert_eq!(median(&[1.0, 2.0, 4.0, 8.0]), Some(3.0));
+}
+
+#[test]
+fn dashes_coordination_and_catalog_names_over_audience_words() {
+    assert_eq!(read("budget-friendly movies").band, Some(PriceBand::Cheap));
+    assert!(read("budget-friendly movies").terms.is_empty());
+    assert_eq!(read("something high-end").band, Some(PriceBand::Premium));
+    assert_eq!(read("mid-range thrillers").band, Some(PriceBand::Moderate));
+    assert_eq!(read("I don't want anything scary").excluded_groups, strings(&["Horror"]));
+    assert_eq!(read("walking or bike tours").groups, strings(&["Walking Tours", "Bike Tours"]));
+    let tours = LabelDictionary::new(&["Walking Tours"], &["family friendly"]);
+    let family = extract("family friendly tours", &tours);
+    assert_eq!(family.tags, strings(&["family friendly"]), "the catalog's tag wins");
+    assert_eq!(family.audience, None);
+    assert_eq!(read("family friendly").audience, Some(Audience::Kids), "no such tag here");
+    let tour = read("something like Historic Centre Walking Tour 1");
+    assert_eq!(
+        tour.similar,
+        Some(Similar::Title(strings(&["historic", "centre", "walking", "tour", "1"])))
+    );
+    assert!(tour.groups.is_empty());
+    assert_eq!(read("something like a comedy").similar, None);
 }

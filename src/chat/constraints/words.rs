@@ -221,7 +221,7 @@ pub(super) const NEGATORS: &[&str] = &[
 /// Words between a negator and the name it rules out ("not any more horror").
 pub(super) const NEGATION_FILLER: &[&str] = &[
     "the", "any", "more", "too", "so", "very", "really", "all", "of", "want", "see", "like", "those", "these", "a",
-    "an", "watch", "me", "show", "please", "give", "just", "for", "now",
+    "an", "watch", "me", "show", "please", "give", "just", "for", "now", "anything", "something", "stuff", "kind",
 ];
 
 /// Ordinal words: "the second one" is the previous answer's item 1 (from 0).
