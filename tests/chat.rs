@@ -435,14 +435,20 @@ fn an_llm_reads_messages_writes_replies_and_its_failures_fall_back() {
     let answered = chat(&server, json!({"message": "comedies under 10"}));
     assert_eq!(answered["message"], "The stand-in LLM recommends these.");
     assert_all(&catalog, &answered, 10.0, false, "with an llm");
-    assert_eq!(answered["constraints"]["max_price"]["amount"], 9.99, "the llm's reading: {answered}");
+    assert_eq!(
+        answered["constraints"]["max_price"]["amount"], 9.99,
+        "the llm's reading: {answered}"
+    );
     let (path, _, read) = stand_in.requests(true)[0].clone();
     assert_eq!(path, "/v1/chat/completions");
     assert_eq!(read["response_format"]["type"], "json_schema");
     assert_eq!(read["response_format"]["json_schema"]["schema"]["type"], "object");
     assert_eq!(read["messages"][1]["content"], "comedies under 10");
     let instructions = read["messages"][0]["content"].as_str().expect("instructions");
-    assert!(instructions.contains("Comedy") && instructions.contains("Sci-Fi"), "{instructions}");
+    assert!(
+        instructions.contains("Comedy") && instructions.contains("Sci-Fi"),
+        "{instructions}"
+    );
     let (path, authorization, request) = stand_in.requests(false)[0].clone();
     assert_eq!(path, "/v1/chat/completions");
     assert_eq!(authorization, "Bearer llm-secret");
@@ -508,7 +514,10 @@ fn an_llm_reads_messages_writes_replies_and_its_failures_fall_back() {
     stand_in.read_as("I think they want comedies");
     let ruled = chat(&server, json!({"message": "thrillers under 5"}));
     assert_eq!(ruled["constraints"]["groups"], json!(["Thriller"]), "{ruled}");
-    assert_eq!(ruled["constraints"]["max_price"], json!({"amount": 5.0, "inclusive": false}));
+    assert_eq!(
+        ruled["constraints"]["max_price"],
+        json!({"amount": 5.0, "inclusive": false})
+    );
 
     let stats = server.admin_get("/v1/admin/stats").1;
     assert_eq!(stats["chat"]["llm_replies"], 3, "{stats}");

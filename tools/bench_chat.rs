@@ -251,7 +251,9 @@ async fn main() -> Result<()> {
              - Load: closed loop, {} keep-alive connections, one request in flight on each, {} s measured after {} s \
              of warm-up; 3-turn conversations from {} scripts (e.g. \"comedies under 10\" → \"cheaper\" → \"for \
              kids\"), `limit` {}, a `session_id` per connection. A turn = constraint extraction, the conversation \
-             actor, personalized search with a pool of 500, filtering, reply, and the turn persisted.\n\
+             actor, retrieval (the `default` model's ranking of every movie meeting the constraints when the \
+             message has no free-text words, as in \"comedies under 10\"; personalized search with a pool of 500 \
+             and filtering when it has, as in \"something with murder in it\"), reply, and the turn persisted.\n\
              - Result: {turns_per_second:.0} turns/s, {:.1} items per turn. The machine is shared and noisy: \
              figures vary from run to run.\n\n{table}\n",
             thousands(rows.len() as f64),

@@ -88,10 +88,14 @@ mod tests {
     fn the_scale_comes_from_the_catalogs_own_prices_and_years() {
         let rows = (1..=11)
             .map(|n| {
-                let row = json!({"id": n.to_string(), "_table": "t", "price": n as f64, "name": format!("T ({})", 1990 + n)});
+                let row =
+                    json!({"id": n.to_string(), "_table": "t", "price": n as f64, "name": format!("T ({})", 1990 + n)});
                 row.as_object().unwrap().clone()
             })
-            .chain([json!({"id": "gone", "price": 1000, "is_deleted": true}).as_object().unwrap().clone()])
+            .chain([json!({"id": "gone", "price": 1000, "is_deleted": true})
+                .as_object()
+                .unwrap()
+                .clone()])
             .collect();
         let catalog = ChatCatalog::new(7, rows);
         assert_eq!(catalog.rows.len(), 11);

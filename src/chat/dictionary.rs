@@ -184,7 +184,10 @@ impl LabelDictionary {
                 EntryKind::Tag => tags.insert(entry.display.as_str()),
             };
         }
-        (groups.into_iter().take(most).collect(), tags.into_iter().take(most).collect())
+        (
+            groups.into_iter().take(most).collect(),
+            tags.into_iter().take(most).collect(),
+        )
     }
 
     /// The catalog's groups for children, as it spells them.

@@ -13,8 +13,8 @@
 use serde_json::{Map, Value};
 
 use super::constraints::{language_of, Audience, Constraints};
-use crate::domain::live_state::availability;
 use super::dictionary::{words_of, CHILDREN_GROUP_WORDS};
+use crate::domain::live_state::availability;
 
 /// A kind of constraint a row can fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -339,7 +339,9 @@ mod tests {
             ..Constraints::default()
         };
         let check = |value: Value| failed_checks(&row(value), &constraints, ALL, &[]);
-        assert!(check(json!({"name": "Toy Story (1995)", "groups": ["Comedy"], "availability": "in_stock"})).is_empty());
+        assert!(
+            check(json!({"name": "Toy Story (1995)", "groups": ["Comedy"], "availability": "in_stock"})).is_empty()
+        );
         assert_eq!(
             check(json!({"name": "Scream (1996)", "groups": ["horror"], "availability": true})),
             vec![Check::Excluded]

@@ -104,7 +104,9 @@ impl ConversationState {
             .map(|item| item.id.clone());
         let list = self.turns.iter().rev().find(|turn| !turn.about);
         LastAnswer {
-            ids: list.map(|turn| turn.items.iter().map(|item| item.id.clone()).collect()).unwrap_or_default(),
+            ids: list
+                .map(|turn| turn.items.iter().map(|item| item.id.clone()).collect())
+                .unwrap_or_default(),
             prices: self.last_prices(),
             focus,
         }

@@ -190,7 +190,12 @@ impl Services {
     }
 
     /// The text matches, searched off the async workers.
-    pub(super) async fn text_search(&self, query: &str, limit: usize, tables: &[String]) -> Result<Vec<TextHit>, ServiceError> {
+    pub(super) async fn text_search(
+        &self,
+        query: &str,
+        limit: usize,
+        tables: &[String],
+    ) -> Result<Vec<TextHit>, ServiceError> {
         let index = Arc::clone(&self.search);
         let (query, tables) = (query.to_owned(), tables.to_vec());
         tokio::task::spawn_blocking(move || index.text_search_in(&query, limit, &tables))

@@ -92,7 +92,7 @@ fn tour(n: usize) -> (Value, Item) {
         tags.push("sunset");
     }
     let families = ages.text == "All ages" || ages.text == "6-12";
-    if families && n % 2 == 0 {
+    if families && n.is_multiple_of(2) {
         tags.push("family friendly");
     }
     if n % 6 == 5 {

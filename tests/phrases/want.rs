@@ -88,7 +88,7 @@ impl std::fmt::Display for Position {
 }
 
 impl Position {
-    pub fn pick<'a>(self, items: &'a [String]) -> Option<&'a String> {
+    pub fn pick(self, items: &[String]) -> Option<&String> {
         match self {
             Position::Nth(index) => items.get(index),
             Position::Last => items.last(),

@@ -26,7 +26,9 @@ fn reference_at(reader: &Reader, index: usize, pronouns: bool) -> Option<(Refere
         Token::Number(number)
             if number.fract() == 0.0
                 && (1.0..=20.0).contains(number)
-                && reader.word(index + 1).is_some_and(|w| ["st", "nd", "rd", "th"].contains(&w)) =>
+                && reader
+                    .word(index + 1)
+                    .is_some_and(|w| ["st", "nd", "rd", "th"].contains(&w)) =>
         {
             Some((Reference::Position(*number as usize - 1), index + 2))
         }
@@ -176,7 +178,11 @@ pub(super) fn similar(reader: &mut Reader, dictionary: &LabelDictionary, extract
                 _ => None,
             })
             .collect();
-        let content: Vec<&str> = words.iter().map(String::as_str).filter(|word| !is_stopword(word)).collect();
+        let content: Vec<&str> = words
+            .iter()
+            .map(String::as_str)
+            .filter(|word| !is_stopword(word))
+            .collect();
         if content.is_empty() || dictionary.lookup(&content).is_some() {
             continue;
         }
@@ -190,7 +196,10 @@ pub(super) fn similar(reader: &mut Reader, dictionary: &LabelDictionary, extract
 /// "more like", "something like": the word before a likeness trigger is part of it.
 fn consume_before(reader: &mut Reader, index: usize) {
     if let Some(before) = index.checked_sub(1) {
-        if reader.word(before).is_some_and(|w| ["more", "something", "anything", "just"].contains(&w)) {
+        if reader
+            .word(before)
+            .is_some_and(|w| ["more", "something", "anything", "just"].contains(&w))
+        {
             reader.consume(before, index);
         }
     }

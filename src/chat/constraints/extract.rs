@@ -5,8 +5,8 @@
 use super::dialogue::{more, popular_words, questions, references, similar};
 use super::reader::Reader;
 use super::words::{
-    ADULT_WORDS, BAND_PHRASES, CEILING_PHRASES, CHEAPER_PHRASES, FLOOR_PHRASES, KIDS_WORDS, LANGUAGES,
-    NEGATION_FILLER, NEGATORS, NOISE, PRICIER_PHRASES,
+    ADULT_WORDS, BAND_PHRASES, CEILING_PHRASES, CHEAPER_PHRASES, FLOOR_PHRASES, KIDS_WORDS, LANGUAGES, NEGATION_FILLER,
+    NEGATORS, NOISE, PRICIER_PHRASES,
 };
 use super::years::{year_words, years};
 use super::{Audience, Extracted, Language, PriceBound, PriceLimit, RelativePrice};
@@ -129,9 +129,9 @@ fn ages(reader: &mut Reader, dictionary: &LabelDictionary, extracted: &mut Extra
             }
             Token::Word(word)
                 if KIDS_WORDS.contains(&word.as_str())
-                    && !reader
+                    && reader
                         .word(index + 1)
-                        .is_some_and(|next| dictionary.lookup(&[word.as_str(), next]).is_some()) =>
+                        .is_none_or(|next| dictionary.lookup(&[word.as_str(), next]).is_none()) =>
             {
                 extracted.audience = Some(Audience::Kids);
                 reader.consume(index, index + 1);
@@ -398,7 +398,9 @@ fn negator_before(reader: &Reader, index: usize, previous_negated: bool) -> Opti
         if negates {
             return Some(at);
         }
-        if !NEGATION_FILLER.contains(&word) && !(word == "t" && at > 0) {
+        // "t" is what the apostrophe left of "don't".
+        let filler = NEGATION_FILLER.contains(&word) || word == "t";
+        if !filler {
             return None;
         }
     }

@@ -2,7 +2,9 @@
 //! rules tabled in the `constraints` module documentation), and the price
 //! arithmetic "cheaper" and "more expensive" need.
 
-use super::{Constraints, Extracted, LastAnswer, Note, PriceBand, PriceBound, PriceLimit, RelativePrice, Scale, Similar};
+use super::{
+    Constraints, Extracted, LastAnswer, Note, PriceBand, PriceBound, PriceLimit, RelativePrice, Scale, Similar,
+};
 
 impl Constraints {
     /// Merges one message (see the table in the `constraints` module documentation):

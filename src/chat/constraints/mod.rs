@@ -301,7 +301,10 @@ impl Scale {
                 from: Some(newest - RECENT_YEARS),
                 to: None,
             },
-            YearWord::Old => YearRange { from: None, to: Some(old) },
+            YearWord::Old => YearRange {
+                from: None,
+                to: Some(old),
+            },
         })
     }
 }

@@ -77,7 +77,9 @@ pub fn read_answer(answer: &Value, dictionary: &LabelDictionary) -> Option<Extra
     let names = |key: &str, kind: EntryKind| -> Vec<String> {
         let mut found: Vec<String> = Vec::new();
         for name in object.get(key).and_then(Value::as_array).into_iter().flatten() {
-            let Some(entry) = name.as_str().and_then(|name| dictionary.find(name)) else { continue };
+            let Some(entry) = name.as_str().and_then(|name| dictionary.find(name)) else {
+                continue;
+            };
             if entry.kind == kind && !found.contains(&entry.display) {
                 found.push(entry.display.clone());
             }
@@ -91,7 +93,13 @@ pub fn read_answer(answer: &Value, dictionary: &LabelDictionary) -> Option<Extra
             .filter(|amount| amount.is_finite() && *amount >= 0.0)
     };
     let flag = |key: &str| object.get(key).and_then(Value::as_bool).unwrap_or(false);
-    let text = |key: &str| object.get(key).and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
+    let text = |key: &str| {
+        object
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+    };
     let position = |key: &str| {
         object
             .get(key)
@@ -102,8 +110,14 @@ pub fn read_answer(answer: &Value, dictionary: &LabelDictionary) -> Option<Extra
     let year = |key: &str| object.get(key).and_then(Value::as_i64).map(|year| year as i32);
     let price = match (amount("min_price"), amount("max_price")) {
         (Some(low), Some(high)) => Some(PriceBound::Range(low.min(high), low.max(high))),
-        (Some(low), None) => Some(PriceBound::Floor(PriceLimit { amount: low, inclusive: true })),
-        (None, Some(high)) => Some(PriceBound::Ceiling(PriceLimit { amount: high, inclusive: true })),
+        (Some(low), None) => Some(PriceBound::Floor(PriceLimit {
+            amount: low,
+            inclusive: true,
+        })),
+        (None, Some(high)) => Some(PriceBound::Ceiling(PriceLimit {
+            amount: high,
+            inclusive: true,
+        })),
         (None, None) => None,
     };
     let years = match (year("year_from"), year("year_to")) {
@@ -175,18 +189,40 @@ mod tests {
             "like_title": "Toy Story", "like_reference": null, "reset": false
         });
         let extracted = read_answer(&answer, &dictionary()).expect("an object");
-        assert_eq!(extracted.groups, vec!["Animation".to_owned()], "unknown names are dropped");
+        assert_eq!(
+            extracted.groups,
+            vec!["Animation".to_owned()],
+            "unknown names are dropped"
+        );
         assert_eq!(extracted.excluded_groups, vec!["Horror".to_owned()]);
         assert_eq!(extracted.tags, vec!["dark comedy".to_owned()]);
-        assert_eq!(extracted.price, Some(PriceBound::Ceiling(PriceLimit { amount: 10.0, inclusive: true })));
+        assert_eq!(
+            extracted.price,
+            Some(PriceBound::Ceiling(PriceLimit {
+                amount: 10.0,
+                inclusive: true
+            }))
+        );
         assert_eq!(extracted.audience, Some(Audience::Kids));
         assert_eq!(extracted.language.map(|language| language.code), Some("fr".to_owned()));
-        assert_eq!(extracted.years, Some(YearRange { from: Some(1990), to: Some(1999) }));
+        assert_eq!(
+            extracted.years,
+            Some(YearRange {
+                from: Some(1990),
+                to: Some(1999)
+            })
+        );
         assert_eq!(extracted.terms, vec!["grandma".to_owned(), "laughs".to_owned()]);
-        assert_eq!(extracted.similar, Some(Similar::Title(vec!["toy".into(), "story".into()])));
+        assert_eq!(
+            extracted.similar,
+            Some(Similar::Title(vec!["toy".into(), "story".into()]))
+        );
         assert_eq!(read_answer(&json!(["not", "an", "object"]), &dictionary()), None);
         let question = read_answer(&json!({"reference": 2, "ask": "price"}), &dictionary()).unwrap();
-        assert_eq!((question.reference, question.ask), (Some(Reference::Position(1)), Some(Ask::Price)));
+        assert_eq!(
+            (question.reference, question.ask),
+            (Some(Reference::Position(1)), Some(Ask::Price))
+        );
     }
 
     #[test]
@@ -195,6 +231,9 @@ mod tests {
         assert!(text.contains("Groups: Animation, Comedy, Horror"), "{text}");
         assert!(text.contains("Tags: dark comedy"), "{text}");
         assert!(text.contains("1. Toy Story (1995)"), "{text}");
-        assert_eq!(schema()["required"].as_array().unwrap().len(), schema()["properties"].as_object().unwrap().len());
+        assert_eq!(
+            schema()["required"].as_array().unwrap().len(),
+            schema()["properties"].as_object().unwrap().len()
+        );
     }
 }

@@ -222,7 +222,10 @@ fn a_currency_makes_a_number_a_price_not_an_age() {
     assert_eq!(read("for kids under $10").price, ceiling(10.0, false));
     assert_eq!(read("5 bucks max").price, ceiling(5.0, true));
     assert_eq!(read("under 5 USD").price, ceiling(5.0, false));
-    assert_eq!(read("between 5 and 10 dollars").price, Some(PriceBound::Range(5.0, 10.0)));
+    assert_eq!(
+        read("between 5 and 10 dollars").price,
+        Some(PriceBound::Range(5.0, 10.0))
+    );
 }
 
 #[test]
@@ -246,7 +249,10 @@ fn price_bands_come_from_the_catalogs_prices() {
     assert_eq!(constraints.max_price, Some(PriceLimit::inclusive(4.0)));
     assert_eq!(constraints.groups, strings(&["Comedy"]));
     turn_on_scale(&mut constraints, "premium", &LastAnswer::default());
-    assert_eq!((constraints.min_price, constraints.max_price), (Some(PriceLimit::inclusive(9.0)), None));
+    assert_eq!(
+        (constraints.min_price, constraints.max_price),
+        (Some(PriceLimit::inclusive(9.0)), None)
+    );
 }
 
 #[test]
@@ -283,7 +289,10 @@ fn negation_rules_groups_out_until_named_again() {
         assert!(extracted.groups.is_empty(), "{message}");
         assert!(extracted.terms.is_empty(), "{message}: {:?}", extracted.terms);
     }
-    assert_eq!(read("no horror or thrillers").excluded_groups, strings(&["Horror", "Thriller"]));
+    assert_eq!(
+        read("no horror or thrillers").excluded_groups,
+        strings(&["Horror", "Thriller"])
+    );
     assert_eq!(read("comedies but no horror").groups, strings(&["Comedy"]));
     let mut constraints = Constraints::default();
     turn(&mut constraints, "comedies, no horror", &[]);
@@ -312,22 +321,58 @@ fn years_and_decades() {
         from: Some(1990),
         to: Some(1999),
     });
-    for message in ["films from the 90s", "90s", "1990s comedies", "the nineties", "from 1990 to 1999"] {
+    for message in [
+        "films from the 90s",
+        "90s",
+        "1990s comedies",
+        "the nineties",
+        "from 1990 to 1999",
+    ] {
         let extracted = read(message);
         assert_eq!(extracted.years, nineties, "{message}");
         assert!(extracted.terms.is_empty(), "{message}: {:?}", extracted.terms);
         assert_eq!(extracted.price, None, "{message}");
     }
-    assert_eq!(read("before 1980").years, Some(YearRange { from: None, to: Some(1979) }));
-    assert_eq!(read("after 2010").years, Some(YearRange { from: Some(2011), to: None }));
-    assert_eq!(read("in 1995").years, Some(YearRange { from: Some(1995), to: Some(1995) }));
+    assert_eq!(
+        read("before 1980").years,
+        Some(YearRange {
+            from: None,
+            to: Some(1979)
+        })
+    );
+    assert_eq!(
+        read("after 2010").years,
+        Some(YearRange {
+            from: Some(2011),
+            to: None
+        })
+    );
+    assert_eq!(
+        read("in 1995").years,
+        Some(YearRange {
+            from: Some(1995),
+            to: Some(1995)
+        })
+    );
     assert_eq!(read("2001 a space odyssey").years, None, "a bare year may be a title");
     assert_eq!(read("recent comedies").year_word, Some(YearWord::Recent));
     let mut constraints = Constraints::default();
     turn_on_scale(&mut constraints, "old classics", &LastAnswer::default());
-    assert_eq!(constraints.years, Some(YearRange { from: None, to: Some(1980) }));
+    assert_eq!(
+        constraints.years,
+        Some(YearRange {
+            from: None,
+            to: Some(1980)
+        })
+    );
     turn_on_scale(&mut constraints, "recent ones", &LastAnswer::default());
-    assert_eq!(constraints.years, Some(YearRange { from: Some(2014), to: None }));
+    assert_eq!(
+        constraints.years,
+        Some(YearRange {
+            from: Some(2014),
+            to: None
+        })
+    );
 }
 
 #[test]
@@ -337,7 +382,10 @@ fn references_questions_likeness_and_paging() {
     assert_eq!(second.ask, Some(Ask::Availability));
     assert!(second.terms.is_empty(), "{:?}", second.terms);
     let price = read("how much is the third one?");
-    assert_eq!((price.reference, price.ask), (Some(Reference::Position(2)), Some(Ask::Price)));
+    assert_eq!(
+        (price.reference, price.ask),
+        (Some(Reference::Position(2)), Some(Ask::Price))
+    );
     let it = read("what does it cost?");
     assert_eq!((it.reference, it.ask), (Some(Reference::It), Some(Ask::Price)));
     let like = read("show me more like the first one");
@@ -358,7 +406,13 @@ fn references_questions_likeness_and_paging() {
     }
     assert!(read("available comedies").available);
     assert_eq!(read("available comedies").ask, None);
-    for message in ["popular movies", "top movies", "what do you have?", "recommend me something", "hello"] {
+    for message in [
+        "popular movies",
+        "top movies",
+        "what do you have?",
+        "recommend me something",
+        "hello",
+    ] {
         assert!(read(message).terms.is_empty(), "{message}: {:?}", read(message).terms);
     }
     assert_eq!(read("top gun").terms, strings(&["top", "gun"]));
@@ -511,13 +565,23 @@ fn dashes_coordination_and_catalog_names_over_audience_words() {
     assert!(read("budget-friendly movies").terms.is_empty());
     assert_eq!(read("something high-end").band, Some(PriceBand::Premium));
     assert_eq!(read("mid-range thrillers").band, Some(PriceBand::Moderate));
-    assert_eq!(read("I don't want anything scary").excluded_groups, strings(&["Horror"]));
-    assert_eq!(read("walking or bike tours").groups, strings(&["Walking Tours", "Bike Tours"]));
+    assert_eq!(
+        read("I don't want anything scary").excluded_groups,
+        strings(&["Horror"])
+    );
+    assert_eq!(
+        read("walking or bike tours").groups,
+        strings(&["Walking Tours", "Bike Tours"])
+    );
     let tours = LabelDictionary::new(&["Walking Tours"], &["family friendly"]);
     let family = extract("family friendly tours", &tours);
     assert_eq!(family.tags, strings(&["family friendly"]), "the catalog's tag wins");
     assert_eq!(family.audience, None);
-    assert_eq!(read("family friendly").audience, Some(Audience::Kids), "no such tag here");
+    assert_eq!(
+        read("family friendly").audience,
+        Some(Audience::Kids),
+        "no such tag here"
+    );
     let tour = read("something like Historic Centre Walking Tour 1");
     assert_eq!(
         tour.similar,

@@ -214,14 +214,53 @@ pub(super) const BAND_PHRASES: &[(&[&str], PriceBand)] = &[
 /// Words that rule out the group or tag after them ("no horror", "without comedies",
 /// "skip the thrillers"); "but" only after "anything"/"everything"/"all"/"nothing".
 pub(super) const NEGATORS: &[&str] = &[
-    "no", "not", "without", "except", "excluding", "exclude", "skip", "avoid", "nothing", "none", "hate", "dislike",
-    "never", "minus", "but",
+    "no",
+    "not",
+    "without",
+    "except",
+    "excluding",
+    "exclude",
+    "skip",
+    "avoid",
+    "nothing",
+    "none",
+    "hate",
+    "dislike",
+    "never",
+    "minus",
+    "but",
 ];
 
 /// Words between a negator and the name it rules out ("not any more horror").
 pub(super) const NEGATION_FILLER: &[&str] = &[
-    "the", "any", "more", "too", "so", "very", "really", "all", "of", "want", "see", "like", "those", "these", "a",
-    "an", "watch", "me", "show", "please", "give", "just", "for", "now", "anything", "something", "stuff", "kind",
+    "the",
+    "any",
+    "more",
+    "too",
+    "so",
+    "very",
+    "really",
+    "all",
+    "of",
+    "want",
+    "see",
+    "like",
+    "those",
+    "these",
+    "a",
+    "an",
+    "watch",
+    "me",
+    "show",
+    "please",
+    "give",
+    "just",
+    "for",
+    "now",
+    "anything",
+    "something",
+    "stuff",
+    "kind",
 ];
 
 /// Ordinal words: "the second one" is the previous answer's item 1 (from 0).
@@ -240,7 +279,18 @@ pub(super) const ORDINALS: &[(&str, usize)] = &[
 
 /// Nouns after an ordinal that make it a reference ("the second one", "the first movie").
 pub(super) const REFERENCE_NOUNS: &[&str] = &[
-    "one", "item", "movie", "film", "option", "result", "pick", "suggestion", "tour", "product", "title", "choice",
+    "one",
+    "item",
+    "movie",
+    "film",
+    "option",
+    "result",
+    "pick",
+    "suggestion",
+    "tour",
+    "product",
+    "title",
+    "choice",
 ];
 
 /// Words before "like" that make it a verb ("I'd like", "would like"), not "similar to".
