@@ -527,6 +527,42 @@ fn an_llm_reads_messages_writes_replies_and_its_failures_fall_back() {
     assert_eq!(stand_in.calls.load(Ordering::SeqCst), 10);
 }
 
+/// With MiniLM, words neither the rules nor the synonym table know name the catalog's
+/// own genres by meaning; without it (the default hashed embedder), they stay words.
+#[test]
+fn words_are_read_by_meaning_with_minilm() {
+    let server = TestServer::start_with_env(&[("RANKSTREAM__EMBED__MODEL_DIR", &minilm_dir())]);
+    let catalog = load_catalog(&server);
+    for (message, key, genre) in [
+        ("movies with jokes", "groups", "Comedy"),
+        ("something with singing", "groups", "Musical"),
+        ("something with soldiers", "groups", "War"),
+        ("comedies, no murder please", "excluded_groups", "Crime"),
+    ] {
+        let reply = chat(&server, json!({"message": message}));
+        let constraints = &reply["constraints"];
+        assert!(
+            constraints[key]
+                .as_array()
+                .is_some_and(|names| names.contains(&json!(genre))),
+            "{message}: {reply}"
+        );
+        assert!(
+            constraints.get("query").is_none(),
+            "{message}: no words left to search: {reply}"
+        );
+        assert!(!items(&reply).is_empty(), "{message}: {reply}");
+        for item in items(&reply) {
+            let has_genre = movie(&catalog, item).genres.iter().any(|g| g == genre);
+            assert_eq!(has_genre, key == "groups", "{message}: {item} in {reply}");
+        }
+    }
+    let plain = TestServer::start();
+    load_catalog(&plain);
+    let reply = chat(&plain, json!({"message": "movies with jokes"}));
+    assert_eq!(reply["constraints"], json!({"query": ["jokes"]}), "{reply}");
+}
+
 #[test]
 fn invalid_requests_are_refused() {
     let server = TestServer::start();

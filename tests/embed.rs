@@ -6,7 +6,6 @@ mod common;
 
 use std::io::{BufRead, BufReader, Cursor, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::Duration;
@@ -17,23 +16,6 @@ use image::{ImageFormat, Rgb, RgbImage};
 
 const EMBED: &str = "/embed";
 const DIMENSIONS: usize = 384;
-
-/// The MiniLM directory `tools/setup.sh` fills; panics (fails the test) when absent.
-fn minilm_dir() -> String {
-    let models = std::env::var("RANKSTREAM_MODELS").unwrap_or_else(|_| {
-        let home = std::env::var("HOME").expect("HOME is set");
-        format!("{home}/.cache/rankstream/models")
-    });
-    let dir = PathBuf::from(models).join("all-MiniLM-L6-v2");
-    for file in ["config.json", "tokenizer.json", "model.safetensors"] {
-        assert!(
-            dir.join(file).is_file(),
-            "{} is missing: run tools/setup.sh (or tools/fetch-model.sh) to fetch the MiniLM model",
-            dir.join(file).display()
-        );
-    }
-    dir.to_string_lossy().into_owned()
-}
 
 /// The two embedders under test: (expected model name, extra environment).
 fn embedders() -> Vec<(&'static str, Vec<(String, String)>)> {

@@ -174,6 +174,14 @@ impl LabelDictionary {
             .or_else(|| self.entries.get(&key))
     }
 
+    /// Every group and tag once (a group spelled like a tag stands for both), sorted.
+    pub fn labels(&self) -> Vec<DictionaryEntry> {
+        let mut labels: Vec<DictionaryEntry> = self.entries.values().cloned().collect();
+        labels.sort_by(|a, b| (&a.display, a.kind as u8).cmp(&(&b.display, b.kind as u8)));
+        labels.dedup();
+        labels
+    }
+
     /// Up to `most` group names and tag names, each list sorted, as the catalog spells them.
     pub fn names(&self, most: usize) -> (Vec<&str>, Vec<&str>) {
         let mut groups = std::collections::BTreeSet::new();

@@ -5,6 +5,7 @@
 //! - [`dictionary`]: the catalog's group names and tags, looked up by message words.
 //! - [`constraints`]: extraction of constraints from one message and their merge
 //!   across turns (the rules are tabled there).
+//! - [`meaning`]: words the dictionary does not know, read by an embedding model.
 //! - [`filter`]: which catalog rows satisfy the constraints, check by check.
 //! - [`reply`]: the reply text composed from what a turn found.
 //!
@@ -15,5 +16,6 @@ pub mod catalog;
 pub mod constraints;
 pub mod dictionary;
 pub mod filter;
+pub mod meaning;
 pub mod reply;
 pub mod text;

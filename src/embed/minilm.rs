@@ -142,6 +142,10 @@ impl Embedder for MiniLmEmbedder {
         NAME
     }
 
+    fn understands_meaning(&self) -> bool {
+        true
+    }
+
     fn dimensions(&self) -> usize {
         self.dimensions
     }

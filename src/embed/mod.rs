@@ -50,6 +50,12 @@ pub trait Embedder: Send + Sync {
     /// An L2-normalised vector of an encoded image (PNG, JPEG, ...), in the same
     /// dimensionality as the texts.
     fn embed_image(&self, bytes: &[u8]) -> Result<Vec<f32>, EmbedError>;
+
+    /// Whether texts close in meaning get close vectors (a language model), not only
+    /// texts sharing words (the hashed embedder).
+    fn understands_meaning(&self) -> bool {
+        false
+    }
 }
 
 /// Who a model run is for. Each kind has its own bound, so that catalog uploads that
@@ -90,6 +96,10 @@ impl SharedEmbedder {
 
     pub fn dimensions(&self) -> usize {
         self.model.dimensions()
+    }
+
+    pub fn understands_meaning(&self) -> bool {
+        self.model.understands_meaning()
     }
 
     /// Runs `work` with the model on a blocking thread once a run of its lane is free.

@@ -485,3 +485,20 @@ pub fn sorted_scopes(key: &Value) -> Vec<&str> {
     scopes.sort();
     scopes
 }
+
+/// The MiniLM directory `tools/setup.sh` fills; panics (fails the test) when absent.
+pub fn minilm_dir() -> String {
+    let models = std::env::var("RANKSTREAM_MODELS").unwrap_or_else(|_| {
+        let home = std::env::var("HOME").expect("HOME is set");
+        format!("{home}/.cache/rankstream/models")
+    });
+    let dir = std::path::PathBuf::from(models).join("all-MiniLM-L6-v2");
+    for file in ["config.json", "tokenizer.json", "model.safetensors"] {
+        assert!(
+            dir.join(file).is_file(),
+            "{} is missing: run tools/setup.sh (or tools/fetch-model.sh) to fetch the MiniLM model",
+            dir.join(file).display()
+        );
+    }
+    dir.to_string_lossy().into_owned()
+}

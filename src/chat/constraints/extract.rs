@@ -32,7 +32,7 @@ pub fn extract(message: &str, dictionary: &LabelDictionary) -> Extracted {
     year_words(&mut reader, &mut extracted);
     more(&mut reader, &mut extracted);
     popular_words(&mut reader);
-    extracted.terms = terms(&reader);
+    (extracted.terms, extracted.negated_terms) = terms(&reader);
     extracted
 }
 
@@ -408,8 +408,10 @@ fn negator_before(reader: &Reader, index: usize, previous_negated: bool) -> Opti
 }
 
 /// The words and numbers no constraint consumed, minus stopwords and noise.
-fn terms(reader: &Reader) -> Vec<String> {
+/// Words a negator rules out ("no gore") are no search terms: they come second.
+fn terms(reader: &Reader) -> (Vec<String>, Vec<String>) {
     let mut terms: Vec<String> = Vec::new();
+    let mut negated: Vec<String> = Vec::new();
     for (index, token) in reader.tokens.iter().enumerate() {
         if reader.consumed[index] {
             continue;
@@ -422,9 +424,13 @@ fn terms(reader: &Reader) -> Vec<String> {
             Token::Number(number) => number.to_string(),
             _ => continue,
         };
-        if !terms.contains(&term) {
-            terms.push(term);
+        let list = match negator_before(reader, index, false) {
+            Some(_) => &mut negated,
+            None => &mut terms,
+        };
+        if !list.contains(&term) {
+            list.push(term);
         }
     }
-    terms
+    (terms, negated)
 }

@@ -234,6 +234,9 @@ pub struct Extracted {
     pub more: bool,
     /// Free-text terms: the words no constraint consumed, minus stopwords.
     pub terms: Vec<String>,
+    /// Words after a negator that no name matched ("no gore"): never searched for;
+    /// read by meaning, they rule a group out.
+    pub negated_terms: Vec<String>,
 }
 
 /// The constraints in force in a conversation (also the `constraints` of a chat answer).

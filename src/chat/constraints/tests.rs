@@ -590,3 +590,18 @@ fn dashes_coordination_and_catalog_names_over_audience_words() {
     assert!(tour.groups.is_empty());
     assert_eq!(read("something like a comedy").similar, None);
 }
+
+#[test]
+fn words_after_a_negator_are_no_search_terms() {
+    let extracted = read("comedies, no gore please");
+    assert_eq!(extracted.groups, strings(&["Comedy"]));
+    assert!(extracted.terms.is_empty(), "{:?}", extracted.terms);
+    assert_eq!(extracted.negated_terms, strings(&["gore"]));
+    let kept = read("no horror, something with love");
+    assert_eq!(
+        kept.terms,
+        strings(&["love"]),
+        "a negator reaches only the words right after it"
+    );
+    assert!(kept.negated_terms.is_empty());
+}

@@ -15,6 +15,7 @@
 //!
 //! → the turn is stored → `{conversation_id, message, items, constraints}`.
 
+mod meaning;
 mod retrieval;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,6 +59,8 @@ pub struct ChatService {
     /// catalog has changed (`refreshing` while that runs).
     catalog: Arc<parking_lot::Mutex<Option<Arc<ChatCatalog>>>>,
     refreshing: Arc<std::sync::atomic::AtomicBool>,
+    /// The catalog's labels by meaning, and the words read against them.
+    meanings: parking_lot::Mutex<meaning::Meanings>,
     /// Turns answered.
     turns: AtomicU64,
     /// Replies written by the LLM.
@@ -86,6 +89,7 @@ impl ChatService {
             dictionary: parking_lot::Mutex::new(None),
             catalog: Arc::new(parking_lot::Mutex::new(None)),
             refreshing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            meanings: parking_lot::Mutex::new(meaning::Meanings::default()),
             turns: AtomicU64::new(0),
             llm_replies: AtomicU64::new(0),
             llm_failures: AtomicU64::new(0),
@@ -270,11 +274,11 @@ impl Services {
         &self,
         request: &ChatRequest,
         conversation_id: &str,
-        dictionary: &LabelDictionary,
+        dictionary: &Arc<LabelDictionary>,
         catalog: &ChatCatalog,
     ) -> Extracted {
         let Some(llm) = &self.chat.llm else {
-            return extract(&request.message, dictionary);
+            return self.read_by_rules(&request.message, dictionary).await;
         };
         let shown = match &request.conversation_id {
             Some(id) => self.chat.conversations.snapshot(id).await.ok().flatten(),
@@ -306,9 +310,16 @@ impl Services {
             Err(error) => {
                 self.chat.llm_extraction_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%error, conversation = %conversation_id, "llm reading failed; the rules read the message");
-                extract(&request.message, dictionary)
+                self.read_by_rules(&request.message, dictionary).await
             }
         }
+    }
+
+    /// The rules' reading, with the words they leave read by meaning.
+    async fn read_by_rules(&self, message: &str, dictionary: &Arc<LabelDictionary>) -> Extracted {
+        let mut extracted = extract(message, dictionary);
+        self.read_by_meaning(&mut extracted, dictionary).await;
+        extracted
     }
 
     /// The composed reply, or the LLM's when one is configured and answers.
