@@ -27,9 +27,9 @@ pub(super) struct Meanings {
 }
 
 impl ChatService {
-    /// The memo for `dictionary`, emptied when the dictionary changed.
+    /// The label vectors, when they were made for this `dictionary` snapshot.
     fn meanings_for(&self, dictionary: &Arc<LabelDictionary>) -> Option<Arc<LabelVectors>> {
-        let mut meanings = self.meanings.lock();
+        let meanings = self.meanings.lock();
         let current = meanings
             .dictionary
             .as_ref()
