@@ -62,6 +62,18 @@ fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> 
     bytes.into_inner()
 }
 
+/// An all-black image of `width × height` in `format`: a few hundred KB that decode to
+/// hundreds of MB.
+fn bomb(width: u32, height: u32, format: ImageFormat) -> Vec<u8> {
+    let mut bytes = Cursor::new(Vec::new());
+    match format {
+        ImageFormat::Png | ImageFormat::Jpeg => image::GrayImage::new(width, height).write_to(&mut bytes, format),
+        _ => image::RgbaImage::new(width, height).write_to(&mut bytes, format),
+    }
+    .expect("encode the bomb");
+    bytes.into_inner()
+}
+
 /// A warm left-to-right gradient; `shift` changes it a little.
 fn sunset(width: u32, height: u32, shift: u8) -> Vec<u8> {
     png(width, height, |x, y| {
@@ -237,6 +249,31 @@ fn every_invalid_input_gets_its_status_on_both_embedders() {
         let reply = server.get(EMBED, &key);
         assert_eq!(reply.0, 405, "{model}: GET /embed");
     }
+}
+
+/// Images that declare far more pixels than their bytes suggest are refused from their
+/// header, before memory is taken for the pixels: 422 `image_too_large`, and the node
+/// keeps serving with its memory where it was.
+#[test]
+fn image_bombs_are_refused_before_decoding() {
+    let server = TestServer::start();
+    let key = server.create_key(&["embed"], json!({"name": "embedder"}));
+    let bombs = [
+        ("png 16000 × 16000", bomb(16_000, 16_000, ImageFormat::Png)),
+        ("jpeg 5000 × 5000", bomb(5_000, 5_000, ImageFormat::Jpeg)),
+        ("gif 5000 × 5000", bomb(5_000, 5_000, ImageFormat::Gif)),
+        ("webp 5000 × 5000", bomb(5_000, 5_000, ImageFormat::WebP)),
+    ];
+    let rss_before = server.rss_kib();
+    for (name, bytes) in &bombs {
+        let reply = server.post(EMBED, &key, json!({"text": "a", "image_bytes": base64(bytes)}));
+        let message = assert_error(&reply, 422, "image_too_large", name);
+        assert!(message.contains("pixels"), "{name}: {message}");
+    }
+    let grown_mib = server.rss_kib().saturating_sub(rss_before) / 1024;
+    assert!(grown_mib < 100, "the node grew by {grown_mib} MiB decoding nothing");
+    let fine = embed_image(&server, &key, &sunset(640, 480, 0));
+    assert_eq!(fine.len(), DIMENSIONS, "ordinary images still embed");
 }
 
 #[test]

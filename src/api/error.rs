@@ -30,6 +30,9 @@ pub enum ApiError {
     /// A custom field got a value of another type (422 `type_mismatch`).
     #[error("{0}")]
     TypeMismatch(String),
+    /// An image larger than the node decodes (422 `image_too_large`).
+    #[error("{0}")]
+    ImageTooLarge(String),
     #[error("{0}")]
     Unauthorized(&'static str),
     #[error("this key lacks the {0:?} scope")]
@@ -79,6 +82,7 @@ impl ApiError {
             }
             ApiError::Validation { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation_error"),
             ApiError::TypeMismatch(_) => (StatusCode::UNPROCESSABLE_ENTITY, "type_mismatch"),
+            ApiError::ImageTooLarge(_) => (StatusCode::UNPROCESSABLE_ENTITY, "image_too_large"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
@@ -148,6 +152,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Invalid(message) => ApiError::validation(message),
             ServiceError::InvalidCombination(message) => ApiError::InvalidCombination(message),
             error @ ServiceError::TypeMismatch(_) => ApiError::TypeMismatch(error.to_string()),
+            ServiceError::ImageTooLarge(message) => ApiError::ImageTooLarge(message),
             error @ ServiceError::NotFound(_) => ApiError::NotFound(error.to_string()),
             ServiceError::Conflict(message) => ApiError::Conflict(message),
             error @ ServiceError::UnknownModel(_) => ApiError::UnknownModel(error.to_string()),

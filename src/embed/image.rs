@@ -8,7 +8,7 @@
 
 use std::io::Cursor;
 
-use image::{imageops, DynamicImage, ImageReader, Limits, RgbImage};
+use image::{DynamicImage, ImageReader, Limits, RgbImage};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::{l2_normalize, EmbedError};
@@ -28,10 +28,13 @@ const FEATURES: usize = HUE_BINS * SAT_BINS * VAL_BINS + LAYOUT * LAYOUT + 4 * E
 const COLOUR_WEIGHT: f32 = 1.0;
 const LAYOUT_WEIGHT: f32 = 0.6;
 const EDGE_WEIGHT: f32 = 0.6;
-/// Largest width or height decoded, and the decoder's allocation ceiling: a guard
-/// against images that decompress to gigabytes.
+/// Largest width or height, largest width × height (a 6000 × 4000 photo), and the
+/// decoder's allocation ceiling: a guard against images that decompress to gigabytes
+/// (a 249 KB PNG can declare 16000 × 16000). The header is read and checked before
+/// anything is allocated for the pixels.
 const MAX_SIDE: u32 = 16_384;
-const MAX_DECODE_BYTES: u64 = 256 * 1024 * 1024;
+const MAX_PIXELS: u64 = 24_000_000;
+const MAX_DECODE_BYTES: u64 = 128 * 1024 * 1024;
 /// Seed of the projection; changing it changes every image vector.
 const PROJECTION_SEED: u64 = 0x7261_6e6b_696d_6731; // "rankimg1"
 
@@ -86,12 +89,25 @@ fn decode(bytes: &[u8]) -> Result<DynamicImage, EmbedError> {
             "not an image: expected PNG, JPEG, GIF or WebP bytes".into(),
         ));
     }
+    let (width, height) = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| invalid(&e))?
+        .into_dimensions()
+        .map_err(|e| invalid(&e))?;
+    if width > MAX_SIDE || height > MAX_SIDE || u64::from(width) * u64::from(height) > MAX_PIXELS {
+        return Err(EmbedError::TooLarge(format!(
+            "the image is {width} × {height} pixels; at most {MAX_PIXELS} pixels and {MAX_SIDE} per side are decoded"
+        )));
+    }
     let mut limits = Limits::default();
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
     limits.max_alloc = Some(MAX_DECODE_BYTES);
     reader.limits(limits);
-    let image = reader.decode().map_err(|e| invalid(&e))?;
+    let image = reader.decode().map_err(|error| match error {
+        image::ImageError::Limits(limit) => EmbedError::TooLarge(format!("the image is too large to decode: {limit}")),
+        other => invalid(&other),
+    })?;
     if image.width() == 0 || image.height() == 0 {
         return Err(EmbedError::Invalid("the image is empty".into()));
     }
@@ -101,7 +117,9 @@ fn decode(bytes: &[u8]) -> Result<DynamicImage, EmbedError> {
 /// Colour histogram, grayscale layout and edge histogram, each block L2-normalised
 /// and weighted.
 fn features(image: &DynamicImage) -> Vec<f32> {
-    let thumb: RgbImage = imageops::thumbnail(&image.to_rgb8(), THUMB, THUMB);
+    // Scaled down in the image's own colour type first: converting a large greyscale
+    // image to RGB would triple it.
+    let thumb: RgbImage = image.thumbnail_exact(THUMB, THUMB).to_rgb8();
     let side = THUMB as usize;
     let mut colour = vec![0.0f32; HUE_BINS * SAT_BINS * VAL_BINS];
     let mut gray = vec![0.0f32; side * side];

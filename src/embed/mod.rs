@@ -30,6 +30,9 @@ pub enum EmbedError {
     /// The input cannot be embedded (empty text, undecodable image): the caller's fault.
     #[error("{0}")]
     Invalid(String),
+    /// The image is larger than the node decodes: the caller's fault.
+    #[error("{0}")]
+    TooLarge(String),
     /// The model failed at run time: the server's fault.
     #[error("embedding model failed: {0}")]
     Model(String),

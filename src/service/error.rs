@@ -23,6 +23,9 @@ pub enum ServiceError {
     /// A custom field got a value of another type than the one it has (422 `type_mismatch`).
     #[error("{0}")]
     TypeMismatch(String),
+    /// An image larger than the node decodes (422 `image_too_large`).
+    #[error("{0}")]
+    ImageTooLarge(String),
     /// The thing asked for does not exist (404); the text names it.
     #[error("{0} not found")]
     NotFound(String),
@@ -97,6 +100,7 @@ impl From<EmbedError> for ServiceError {
     fn from(error: EmbedError) -> ServiceError {
         match error {
             EmbedError::Invalid(message) => ServiceError::Invalid(message),
+            EmbedError::TooLarge(message) => ServiceError::ImageTooLarge(message),
             error @ EmbedError::Model(_) => ServiceError::Internal(error.to_string()),
         }
     }

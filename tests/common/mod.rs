@@ -189,6 +189,17 @@ impl TestServer {
     }
 
     /// Crash: SIGKILL, no chance to flush anything.
+    /// The server process's resident memory, in KiB (from `/proc`).
+    pub fn rss_kib(&self) -> u64 {
+        let pid = self.child.as_ref().expect("server is running").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the server's /proc status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc status")
+    }
+
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("server is not running");
         child.kill().expect("SIGKILL the server");

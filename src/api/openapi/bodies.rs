@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 /// Every error: `code` says what failed, `message` says it for a person.
 #[derive(ToSchema)]
 pub struct ErrorBody {
-    /// `validation_error`, `malformed_json`, `type_mismatch`, `unauthorized`,
+    /// `validation_error`, `malformed_json`, `type_mismatch`, `image_too_large`, `unauthorized`,
     /// `forbidden`, `not_found`, `method_not_allowed`, `timeout`, `payload_too_large`,
     /// `unknown_model`, `rate_limited`, `unavailable`, `shard_unavailable`,
     /// `storage_error` or `internal`.
