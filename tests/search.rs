@@ -368,13 +368,23 @@ fn the_index_is_rebuilt_after_a_restart_without_its_directory() {
     assert!(index_dir.is_dir(), "the index lives in {}", index_dir.display());
     std::fs::remove_dir_all(&index_dir).unwrap();
     catalog.server.restart();
-    wait_for(Duration::from_secs(30), "the rebuilt index finds a title", || {
+    // Ready means the rebuilt index answers: no waiting on search itself after /readyz.
+    wait_for(Duration::from_secs(30), "/readyz to answer 200", || {
+        catalog
+            .server
+            .send(Method::GET, "/readyz", Auth::None, Payload::Empty, &[])
+            .pair()
+            .0
+            == 200
+    });
+    assert_eq!(
         catalog
             .search_ids(json!({"query": "Toy Story"}))
             .first()
-            .map(String::as_str)
-            == Some("1")
-    });
+            .map(String::as_str),
+        Some("1"),
+        "the index is usable once the node says it is ready"
+    );
     catalog.wait_until_indexed();
     assert!(index_dir.is_dir(), "rebuilt in place");
     assert!(

@@ -239,8 +239,7 @@ async fn route(
     match endpoint {
         Endpoint::Healthz => ok(&json!({ "status": "ok" })),
         Endpoint::OpenApi => Ok(openapi::response()),
-        Endpoint::Readyz if state.ready.load(Ordering::SeqCst) => ok(&json!({ "status": "ready" })),
-        Endpoint::Readyz => Err(ApiError::Unavailable("shutting down".into())),
+        Endpoint::Readyz => readiness(state),
         Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats | Endpoint::AdminRetrain => {
             admin::handle(state, endpoint, request).await
         }
@@ -267,6 +266,20 @@ async fn route(
     }
 }
 
+/// `/readyz`: 200 once the node can answer every request as it should (the event log
+/// was replayed before the listener opened; the search index has read the catalog,
+/// which after a crash means rebuilt), 503 while it cannot or once shutdown began.
+fn readiness(state: &AppState) -> Result<HttpResponse, ApiError> {
+    if !state.ready.load(Ordering::SeqCst) {
+        return Err(ApiError::Unavailable("shutting down".into()));
+    }
+    if !state.services.search.is_loaded() {
+        return Err(ApiError::Unavailable(
+            "the search index is still reading the catalog (rebuilt after a crash)".into(),
+        ));
+    }
+    ok(&json!({ "status": "ready" }))
+}
 /// The endpoint and path parameters of a request that may go on to its body:
 /// 404 (`matched` is the path's route) and 405, then key and scope (401/403),
 /// then the key's rate quota (429).
