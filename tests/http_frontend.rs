@@ -33,7 +33,9 @@ fn health_routing_errors_and_graceful_stop() {
         assert_eq!(assert_status(&reply, 200, path), &json!({"status": status}));
     }
 
-    // Unknown routes are 404 before any auth check, with or without a key.
+    // Unknown routes are 404 for a valid key of any scope, and 401 without one (or with
+    // a wrong one): a client without a key learns nothing about the routes.
+    let reader = server.create_key(&["recommend"], json!({"name": "reader"}));
     for path in [
         "/nope",
         "/v1/nope",
@@ -44,11 +46,24 @@ fn health_routing_errors_and_graceful_stop() {
         let without_key = server.send(Method::GET, path, Auth::None, Payload::Empty, &[]);
         assert_error(
             &without_key.pair(),
-            404,
-            "not_found",
+            401,
+            "unauthorized",
             &format!("GET {path} without key"),
         );
+        let wrong_key = server.send(Method::GET, path, Auth::Bearer("not-a-key"), Payload::Empty, &[]);
+        assert_error(
+            &wrong_key.pair(),
+            401,
+            "unauthorized",
+            &format!("GET {path} with a wrong key"),
+        );
         assert_error(&server.admin_get(path), 404, "not_found", &format!("GET {path}"));
+        assert_error(
+            &server.get(path, &reader),
+            404,
+            "not_found",
+            &format!("GET {path} (recommend key)"),
+        );
     }
 
     // Known paths with a wrong method: 405 with an Allow header naming the allowed methods.
@@ -63,7 +78,22 @@ fn health_routing_errors_and_graceful_stop() {
         ("POST", "/healthz", &["GET"]),
     ];
     for (verb, path, allowed) in cases {
-        for auth in [Auth::None, Auth::Bearer(&server.admin_key)] {
+        // Without a key a wrong method is 401, except on the probes, which need none.
+        if path != "/healthz" {
+            let reply = server.send(method(verb), path, Auth::None, Payload::Empty, &[]);
+            assert_error(
+                &reply.pair(),
+                401,
+                "unauthorized",
+                &format!("{verb} {path} without key"),
+            );
+        }
+        let auths = if path == "/healthz" {
+            vec![Auth::None, Auth::Bearer(&server.admin_key)]
+        } else {
+            vec![Auth::Bearer(&server.admin_key)]
+        };
+        for auth in auths {
             let reply = server.send(method(verb), path, auth, Payload::Empty, &[]);
             let context = format!("{verb} {path} ({auth:?})");
             let allow = reply

@@ -17,15 +17,20 @@ use crate::service::Services;
 
 /// Finds the key a request presents and checks it may use `scope`.
 pub fn authorize(services: &Services, headers: &HeaderMap, scope: &'static str) -> Result<Arc<ApiKey>, ApiError> {
-    let secret = presented_secret(headers)?;
-    let key = services.authenticate(secret).map_err(|failure| match failure {
-        AuthFailure::Unknown => ApiError::Unauthorized("unknown API key"),
-        AuthFailure::Expired => ApiError::Unauthorized("API key expired"),
-    })?;
+    let key = identify(services, headers)?;
     if !key.allows(scope) {
         return Err(ApiError::Forbidden(scope));
     }
     Ok(key)
+}
+
+/// The valid key a request presents, whatever its scopes (401 without one).
+pub fn identify(services: &Services, headers: &HeaderMap) -> Result<Arc<ApiKey>, ApiError> {
+    let secret = presented_secret(headers)?;
+    services.authenticate(secret).map_err(|failure| match failure {
+        AuthFailure::Unknown => ApiError::Unauthorized("unknown API key"),
+        AuthFailure::Expired => ApiError::Unauthorized("API key expired"),
+    })
 }
 
 fn presented_secret(headers: &HeaderMap) -> Result<&str, ApiError> {

@@ -282,14 +282,22 @@ fn readiness(state: &AppState) -> Result<HttpResponse, ApiError> {
 }
 /// The endpoint and path parameters of a request that may go on to its body:
 /// 404 (`matched` is the path's route) and 405, then key and scope (401/403),
-/// then the key's rate quota (429).
+/// then the key's rate quota (429). A request without a valid key learns nothing
+/// about the routes: an unknown path or a wrong method is 401 for it (the probes
+/// and `/openapi.json`, which need no key, still answer 405).
 fn admit(
     state: &AppState,
     matched: Option<(Endpoint, Vec<String>)>,
     parts: &hyper::http::request::Parts,
 ) -> Result<(Endpoint, Vec<String>), ApiError> {
-    let (endpoint, params) = matched.ok_or_else(|| ApiError::NotFound(format!("no route for {}", parts.uri.path())))?;
+    let Some((endpoint, params)) = matched else {
+        auth::identify(&state.services, &parts.headers)?;
+        return Err(ApiError::NotFound(format!("no route for {}", parts.uri.path())));
+    };
     if !endpoint.methods().contains(&parts.method) {
+        if endpoint.methods().iter().any(|method| endpoint.scope(method).is_some()) {
+            auth::identify(&state.services, &parts.headers)?;
+        }
         return Err(ApiError::MethodNotAllowed {
             method: parts.method.clone(),
             allowed: endpoint.methods(),
