@@ -191,16 +191,21 @@ pub fn describe(constraints: &Constraints, count: usize, unchecked: &[Check], li
     if constraints.available {
         text.push_str(" available now");
     }
-    let excluded: Vec<String> = constraints
-        .excluded_groups
-        .iter()
-        .chain(&constraints.excluded_tags)
-        .cloned()
-        .collect();
+    let excluded = excluded_names(constraints);
     if !excluded.is_empty() {
         text.push_str(&format!(", not {}", list(&excluded, "or")));
     }
     text
+}
+
+/// The groups and tags ruled out, groups first.
+fn excluded_names(constraints: &Constraints) -> Vec<String> {
+    constraints
+        .excluded_groups
+        .iter()
+        .chain(&constraints.excluded_tags)
+        .cloned()
+        .collect()
 }
 
 /// How to relax one constraint, in words.
@@ -221,15 +226,7 @@ fn relax_words(check: Check, constraints: &Constraints) -> String {
             Some(Audience::Adults) => "\"for adults\"".to_owned(),
             None => "the audience".to_owned(),
         },
-        Check::Excluded => {
-            let excluded: Vec<String> = constraints
-                .excluded_groups
-                .iter()
-                .chain(&constraints.excluded_tags)
-                .cloned()
-                .collect();
-            format!("the exclusion (not {})", list(&excluded, "or"))
-        }
+        Check::Excluded => format!("the exclusion (not {})", list(&excluded_names(constraints), "or")),
         Check::Years => match constraints.years {
             Some(years) => format!("the years ({})", year_words(years)),
             None => "the years".to_owned(),

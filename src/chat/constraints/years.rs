@@ -64,25 +64,7 @@ pub(super) fn years(reader: &mut Reader, extracted: &mut Extracted) {
         };
         let start = start + usize::from(reader.word(start) == Some("the"));
         if let Some((decade, end)) = decade_at(reader, start) {
-            let range = match introducer {
-                Some("before" | "pre" | "until" | "till") => YearRange {
-                    from: None,
-                    to: Some(decade - 1),
-                },
-                Some("after" | "post") => YearRange {
-                    from: Some(decade + 10),
-                    to: None,
-                },
-                Some("since") => YearRange {
-                    from: Some(decade),
-                    to: None,
-                },
-                _ => YearRange {
-                    from: Some(decade),
-                    to: Some(decade + 9),
-                },
-            };
-            extracted.years = Some(range);
+            extracted.years = Some(period(introducer, decade, decade + 9));
             reader.consume(index, end);
             return;
         }
@@ -101,29 +83,37 @@ pub(super) fn years(reader: &mut Reader, extracted: &mut Extracted) {
             reader.consume(index, start + 3);
             return;
         }
-        let range = match introducer {
-            Some("before" | "pre" | "until" | "till") => YearRange {
-                from: None,
-                to: Some(year - 1),
-            },
-            Some("after" | "post") => YearRange {
-                from: Some(year + 1),
-                to: None,
-            },
-            Some("since") => YearRange {
-                from: Some(year),
-                to: None,
-            },
-            Some("from" | "in") => YearRange {
-                from: Some(year),
-                to: Some(year),
-            },
-            // A bare year may be part of a title ("2001"): left to the search.
-            _ => continue,
-        };
-        extracted.years = Some(range);
+        // A bare year may be part of a title ("2001"): left to the search.
+        if introducer.is_none() || introducer == Some("between") {
+            continue;
+        }
+        extracted.years = Some(period(introducer, year, year));
         reader.consume(index, start + 1);
         return;
+    }
+}
+
+/// The years a period from `first` to `last` (a year, or a decade's ten) names after
+/// its introducer: "before" ends before it, "after" starts after it, "since" starts
+/// with it, and "from"/"in" or none is the period itself.
+fn period(introducer: Option<&str>, first: i32, last: i32) -> YearRange {
+    match introducer {
+        Some("before" | "pre" | "until" | "till") => YearRange {
+            from: None,
+            to: Some(first - 1),
+        },
+        Some("after" | "post") => YearRange {
+            from: Some(last + 1),
+            to: None,
+        },
+        Some("since") => YearRange {
+            from: Some(first),
+            to: None,
+        },
+        _ => YearRange {
+            from: Some(first),
+            to: Some(last),
+        },
     }
 }
 

@@ -13,7 +13,7 @@ use crate::chat::constraints::Constraints;
 use crate::chat::dictionary::{words_of, LabelDictionary};
 use crate::chat::filter::{failed_checks, groups_of, Applicable, Check};
 use crate::domain::live_state::availability;
-use crate::ranking::{rank, Candidate};
+use crate::ranking::{rank, Candidate, RankContext};
 use crate::service::embedded_events::EmbeddedEvent;
 use crate::service::search::{Found, SearchRequest};
 use crate::service::{ServiceError, Services};
@@ -69,16 +69,14 @@ impl Services {
         if let Some(id) = &constraints.similar_to {
             skip.insert(id);
         }
-        let signalled = self.has_signals(request).await;
         let mut found = if constraints.query.is_empty() || constraints.similar_to.is_some() {
-            self.rank_catalog(request, constraints, &skip, children, catalog, signalled)
+            self.rank_catalog(request, constraints, &skip, children, catalog)
                 .await?
         } else {
-            self.search_catalog(request, constraints, &skip, dictionary, signalled)
-                .await?
+            self.search_catalog(request, constraints, &skip, dictionary).await?
         };
         if found.personalized {
-            found.interests = self.interests(request, &found.shown).await.0;
+            found.interests = self.interests(request, &found.shown).await;
         }
         Ok(found)
     }
@@ -94,11 +92,7 @@ impl Services {
         let context = self
             .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
             .await;
-        let signalled = [&context.session, &context.user]
-            .into_iter()
-            .flatten()
-            .any(|signals| !signals.recent.is_empty() || signals.affinities_at(context.now).next().is_some());
-        signalled
+        carries_signals(&context)
     }
 
     /// Without words: every catalog item meeting the constraints, ranked by the
@@ -112,7 +106,6 @@ impl Services {
         skip: &HashSet<&str>,
         children: &[String],
         catalog: &ChatCatalog,
-        signalled: bool,
     ) -> Result<FoundItems, ServiceError> {
         let applicable = Applicable::of(catalog.rows.iter().map(|item| &item.row), children);
         let mut passing = Vec::new();
@@ -150,7 +143,7 @@ impl Services {
         // A models file without `default`: matching items in catalog order.
         let model = self.model(CHAT_MODEL).ok();
         let keep = request.limit * 4 + 16;
-        let ranked_with = |context: crate::ranking::RankContext| -> Result<Vec<Found>, ServiceError> {
+        let ranked_with = |context: RankContext| -> Result<Vec<Found>, ServiceError> {
             let order: Vec<usize> = match &model {
                 Some(model) => rank(model.as_ref(), &context, &candidates, Some(keep))?
                     .into_iter()
@@ -164,6 +157,7 @@ impl Services {
         let mut personal = self
             .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
             .await;
+        let signalled = !request.events.is_empty() || carries_signals(&personal);
         let mut events = request.events.clone();
         events.extend(like.iter().cloned());
         self.apply_embedded_events(&mut personal, &events);
@@ -193,11 +187,10 @@ impl Services {
         constraints: &Constraints,
         skip: &HashSet<&str>,
         dictionary: &LabelDictionary,
-        signalled: bool,
     ) -> Result<FoundItems, ServiceError> {
         let pool = self.search_pool(request, constraints, dictionary).await?;
         let mut found = select(&pool, constraints, dictionary, request.limit, skip);
-        if signalled {
+        if self.has_signals(request).await {
             let anonymous = ChatRequest {
                 user_id: None,
                 session_id: None,
@@ -245,19 +238,17 @@ impl Services {
     }
 
     /// The groups the user/session (and the request's events) lean to that the shown
-    /// items share, strongest first; and whether there was any such signal at all.
-    async fn interests(&self, request: &ChatRequest, shown: &[Found]) -> (Vec<String>, bool) {
+    /// items share, strongest first.
+    async fn interests(&self, request: &ChatRequest, shown: &[Found]) -> Vec<String> {
         if shown.is_empty() {
-            return (Vec::new(), false);
+            return Vec::new();
         }
         let mut weights: HashMap<String, f64> = HashMap::new();
-        let mut signalled = false;
         if interests_possible(request) {
             let context = self
                 .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
                 .await;
             for signals in [&context.session, &context.user].into_iter().flatten() {
-                signalled |= !signals.recent.is_empty() || signals.affinities_at(context.now).next().is_some();
                 for (affinity, weight) in signals.affinities_at(context.now) {
                     if let Some(group) = affinity.attribute.strip_prefix("group:") {
                         *weights.entry(group.to_lowercase()).or_default() += weight;
@@ -276,7 +267,6 @@ impl Services {
                     continue;
                 }
             };
-            signalled = true;
             for group in groups_of(&row) {
                 *weights.entry(group.to_lowercase()).or_default() += 1.0;
             }
@@ -295,13 +285,20 @@ impl Services {
             .filter(|(_, weight)| *weight > 0.0)
             .collect();
         shared.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-        let named = shared
+        shared
             .into_iter()
             .take(MAX_INTERESTS)
             .map(|(group, _)| group.to_owned())
-            .collect();
-        (named, signalled)
+            .collect()
     }
+}
+
+/// Whether a context's session or user has any recent item or live affinity.
+fn carries_signals(context: &RankContext) -> bool {
+    [&context.session, &context.user]
+        .into_iter()
+        .flatten()
+        .any(|signals| !signals.recent.is_empty() || signals.affinities_at(context.now).next().is_some())
 }
 
 /// Whether two answers show the same items in the same order.
