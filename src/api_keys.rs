@@ -1,5 +1,11 @@
-//! API keys: stored hashed (SHA-256) in the `meta` column family, looked up by hash
-//! from an in-memory index. Shared by the HTTP admin endpoints and the `keys` CLI.
+//! API keys: stored as a keyed hash in the `meta` column family, looked up by that
+//! hash from an in-memory index. Shared by the HTTP admin endpoints and the `keys` CLI.
+//!
+//! The stored hash is HMAC-SHA-256, keyed with a secret of the node kept in `meta`,
+//! of the secret's SHA-256 (its fingerprint): a copy of the stored keys alone does not
+//! let anyone test guesses of an operator-chosen key offline. Between the nodes of a
+//! cluster a key travels with its fingerprint, which each node keys with its own
+//! secret when it stores it.
 
 use std::sync::Arc;
 
@@ -7,6 +13,7 @@ use dashmap::DashMap;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::clock::SharedClock;
@@ -34,8 +41,12 @@ pub const BOOTSTRAP_ID: &str = "bootstrap-admin";
 pub struct ApiKey {
     pub id: String,
     pub name: String,
-    /// Hex SHA-256 of the secret.
+    /// Stored: hex HMAC-SHA-256, keyed with the node's secret, of the secret's SHA-256
+    /// (`keyed`). In a replicated change, and in records written before keyed hashes:
+    /// hex SHA-256 of the secret (not `keyed`), keyed when stored or loaded.
     pub hash: String,
+    #[serde(default)]
+    pub keyed: bool,
     pub scopes: Vec<String>,
     /// Unix ms after which the key is refused.
     pub expires_at: Option<i64>,
@@ -93,27 +104,60 @@ pub enum AuthFailure {
 /// The node's keys.
 pub struct KeyStore {
     storage: Storage,
-    /// hash → key, for lookups on every request.
+    /// Keyed hash → key, for lookups on every request.
     by_hash: DashMap<String, Arc<ApiKey>>,
+    /// What the stored hashes are keyed with; generated on first start, kept in `meta`.
+    hash_key: [u8; 32],
     clock: SharedClock,
 }
 
 impl KeyStore {
     pub fn load(storage: Storage, clock: SharedClock) -> Result<KeyStore, StorageError> {
-        let by_hash = DashMap::new();
-        for entry in storage.scan_prefix(Cf::Meta, layout::API_KEY_PREFIX) {
+        let store = KeyStore {
+            hash_key: hash_key(&storage)?,
+            storage,
+            by_hash: DashMap::new(),
+            clock,
+        };
+        let mut unkeyed = Vec::new();
+        for entry in store.storage.scan_prefix(Cf::Meta, layout::API_KEY_PREFIX) {
             let (key, value) = entry?;
             let api_key: ApiKey = serde_json::from_slice(&value).map_err(|error| StorageError::Corrupt {
                 key: String::from_utf8_lossy(&key).into_owned(),
                 reason: error.to_string(),
             })?;
-            by_hash.insert(api_key.hash.clone(), Arc::new(api_key));
+            match api_key.keyed {
+                true => _ = store.by_hash.insert(api_key.hash.clone(), Arc::new(api_key)),
+                false => unkeyed.push(api_key),
+            }
         }
-        Ok(KeyStore {
-            storage,
-            by_hash,
-            clock,
-        })
+        // Records from before keyed hashes are keyed now, in place.
+        for api_key in unkeyed {
+            store.store(api_key).map_err(|error| match error {
+                KeyError::Storage(error) => error,
+                KeyError::Invalid(reason) => StorageError::Corrupt {
+                    key: "api key".into(),
+                    reason,
+                },
+            })?;
+        }
+        Ok(store)
+    }
+
+    /// The key as another node must receive it: with its fingerprint, not this node's hash.
+    pub fn replicable(key: &ApiKey, secret: &str) -> ApiKey {
+        ApiKey {
+            hash: hex::encode(fingerprint(secret)),
+            keyed: false,
+            ..key.clone()
+        }
+    }
+
+    /// Hex HMAC of a secret's fingerprint under this node's hash key.
+    fn keyed_hash(&self, fingerprint: &[u8]) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.hash_key).expect("HMAC takes any key length");
+        mac.update(fingerprint);
+        hex::encode(mac.finalize().into_bytes())
     }
 
     /// Validates and stores a new key; returns it with its secret (shown only now).
@@ -147,7 +191,8 @@ impl KeyStore {
         let key = ApiKey {
             id,
             name: new.name,
-            hash: hash_secret(&secret),
+            hash: self.keyed_hash(&fingerprint(&secret)),
+            keyed: true,
             scopes: new.scopes,
             expires_at: new.expires_at,
             created_at: self.clock.now_millis(),
@@ -162,8 +207,16 @@ impl KeyStore {
         self.store(key).map(drop)
     }
 
-    /// Writes a key and indexes it by hash.
-    fn store(&self, key: ApiKey) -> Result<Arc<ApiKey>, KeyError> {
+    /// Writes a key and indexes it by its keyed hash (keying a fingerprint first).
+    fn store(&self, mut key: ApiKey) -> Result<Arc<ApiKey>, KeyError> {
+        if !key.keyed {
+            let fingerprint = hex::decode(&key.hash)
+                .ok()
+                .filter(|bytes| bytes.len() == 32)
+                .ok_or_else(|| KeyError::Invalid(format!("key {:?} has no SHA-256 fingerprint", key.id)))?;
+            key.hash = self.keyed_hash(&fingerprint);
+            key.keyed = true;
+        }
         let mut batch = self.storage.batch();
         batch.put(
             Cf::Meta,
@@ -204,7 +257,7 @@ impl KeyStore {
     pub fn authenticate(&self, secret: &str) -> Result<Arc<ApiKey>, AuthFailure> {
         let key = self
             .by_hash
-            .get(&hash_secret(secret))
+            .get(&self.keyed_hash(&fingerprint(secret)))
             .map(|e| e.value().clone())
             .ok_or(AuthFailure::Unknown)?;
         match key.expires_at {
@@ -267,7 +320,8 @@ impl KeyStore {
         let key = ApiKey {
             id: format!("node-{node_id}"),
             name: format!("cluster node {node_id}"),
-            hash: hash_secret(&secret),
+            hash: self.keyed_hash(&fingerprint(&secret)),
+            keyed: true,
             scopes: vec!["events:write".into()],
             expires_at: None,
             created_at: self.clock.now_millis(),
@@ -284,8 +338,25 @@ fn generate_secret() -> String {
     format!("rsk_{}", hex::encode(bytes))
 }
 
-fn hash_secret(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
+/// A secret's SHA-256.
+fn fingerprint(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// The node's key for hashing API keys, made on first start.
+fn hash_key(storage: &Storage) -> Result<[u8; 32], StorageError> {
+    if let Some(stored) = storage.get(Cf::Meta, layout::KEY_HASH_SECRET)? {
+        return stored.try_into().map_err(|_| StorageError::Corrupt {
+            key: "key hash secret".into(),
+            reason: "not 32 bytes".into(),
+        });
+    }
+    let mut secret = [0u8; 32];
+    rand::rng().fill_bytes(&mut secret);
+    let mut batch = storage.batch();
+    batch.put(Cf::Meta, layout::KEY_HASH_SECRET, &secret);
+    batch.commit()?;
+    Ok(secret)
 }
 
 #[cfg(test)]

@@ -125,6 +125,14 @@ pub struct StorageConfig {
     pub data_dir: PathBuf,
     /// Whether a write is fsynced before it is acknowledged.
     pub durability: Durability,
+    /// How long after a user's deletion the key ranges that held them are purged
+    /// from the files (deletions meanwhile share the purge), in ms.
+    #[serde(default = "default_purge_delay_ms")]
+    pub purge_delay_ms: u64,
+}
+
+fn default_purge_delay_ms() -> u64 {
+    60_000
 }
 
 /// When a write counts as acknowledged.

@@ -21,6 +21,7 @@ use crate::service::chat::{ChatService, ReplyWriter};
 use crate::service::cluster::Cluster;
 use crate::service::moves::{phases_at_start, Mover};
 use crate::service::{RankingStats, Services};
+use crate::service::forget::Purger;
 use crate::storage::Storage;
 use crate::stream::catalog_log::{follow_catalog_log, CatalogLog};
 use crate::stream::learner_feed::follow_other_partitions;
@@ -219,6 +220,7 @@ impl Node {
             let topologies = topology_log::follow(kafka, topology_offset)?;
             tasks.push(tokio::spawn(mover.run(topologies)));
         }
+        let purger = Purger::start(storage.clone(), config.storage.purge_delay_ms)?;
         let services = Arc::new(Services {
             engine,
             keys,
@@ -240,12 +242,12 @@ impl Node {
             },
             cluster,
             catalog_log,
+            purger,
         });
-        if let Some((key, _)) = node_key {
+        if let Some((key, secret)) = node_key {
             let services = services.clone();
-            tasks.push(tokio::spawn(
-                async move { services.publish_node_key((*key).clone()).await },
-            ));
+            let key = KeyStore::replicable(&key, &secret);
+            tasks.push(tokio::spawn(async move { services.publish_node_key(key).await }));
         }
         Ok(Node {
             services,

@@ -304,8 +304,9 @@ fn deleting_a_user_removes_events_and_state() {
     assert_eq!(server.user_state("u-del")["event_count"], 3);
 
     let reply = server.admin_delete("/v1/users/u-del");
-    let expected = json!({"uid": "u-del", "deleted": true, "events_removed": 3});
-    assert_eq!(assert_status(&reply, 200, "delete"), &expected);
+    let body = assert_status(&reply, 200, "delete");
+    assert_eq!((&body["uid"], &body["deleted"], &body["events_removed"]), (&json!("u-del"), &json!(true), &json!(3)), "{body}");
+    assert_eq!(body["removed"]["sessions"], json!(["s-del"]), "{body}");
     for id in ["d0", "d1", "d2"] {
         assert_error(&server.admin_get(&event_path(id)), 404, "not_found", id);
     }

@@ -1,5 +1,5 @@
-//! `/v1/admin/*`: create, list and revoke API keys, the node's statistics, and
-//! retraining (admin scope).
+//! `/v1/admin/*`: create, list and revoke API keys, the node's statistics,
+//! retraining, and purging deleted users' records (admin scope).
 
 use hyper::StatusCode;
 use serde::Deserialize;
@@ -28,6 +28,15 @@ pub(super) struct CreateKeyBody {
     #[serde(default, deserialize_with = "optional_whole_u32")]
     #[schema(minimum = 1)]
     burst: Option<u32>,
+}
+
+/// Body of `POST /v1/admin/compact` (optional).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CompactBody {
+    /// Compact every shard's key ranges, not only those that held deleted users.
+    #[serde(default)]
+    all: bool,
 }
 
 /// An optional `u32` that may be written as a whole float (`5.0`).
@@ -71,6 +80,13 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
             ok(&stats)
         }
         (Endpoint::AdminRetrain, _) => ok(&json!(state.services.retrain().await?)),
+        (Endpoint::AdminCompact, _) => {
+            let body: CompactBody = match request.body.iter().all(u8::is_ascii_whitespace) {
+                true => CompactBody::default(),
+                false => request.json()?,
+            };
+            ok(&state.services.compact(body.all).await?)
+        }
         (Endpoint::AdminKeys, _) => {
             let keys: Vec<Value> = state.services.list_keys().iter().map(|key| key.view()).collect();
             ok(&json!({ "keys": keys }))

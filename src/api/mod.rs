@@ -240,9 +240,11 @@ async fn route(
         Endpoint::Healthz => ok(&json!({ "status": "ok" })),
         Endpoint::OpenApi => Ok(openapi::response()),
         Endpoint::Readyz => readiness(state),
-        Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats | Endpoint::AdminRetrain => {
-            admin::handle(state, endpoint, request).await
-        }
+        Endpoint::AdminKeys
+        | Endpoint::AdminKey
+        | Endpoint::AdminStats
+        | Endpoint::AdminRetrain
+        | Endpoint::AdminCompact => admin::handle(state, endpoint, request).await,
         Endpoint::CatalogTable
         | Endpoint::CatalogTableNamed
         | Endpoint::CatalogTableField

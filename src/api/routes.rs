@@ -50,6 +50,8 @@ pub enum Endpoint {
     RecommendModule,
     /// `/v1/admin/models/retrain`
     AdminRetrain,
+    /// `/v1/admin/compact`: purge deleted users' records from the files now
+    AdminCompact,
     /// `/chat` (also `/v1/chat`)
     Chat,
     /// `/v1/search`
@@ -72,7 +74,7 @@ const DELETE: &[Method] = &[Method::DELETE];
 
 impl Endpoint {
     /// Every endpoint, in [`Endpoint::index`] order.
-    pub const ALL: [Endpoint; 28] = [
+    pub const ALL: [Endpoint; 29] = [
         Endpoint::Healthz,
         Endpoint::Readyz,
         Endpoint::AdminKeys,
@@ -96,6 +98,7 @@ impl Endpoint {
         Endpoint::Recommend,
         Endpoint::RecommendModule,
         Endpoint::AdminRetrain,
+        Endpoint::AdminCompact,
         Endpoint::Chat,
         Endpoint::Search,
         Endpoint::SearchRerank,
@@ -134,6 +137,7 @@ impl Endpoint {
             Endpoint::Recommend => "/v1/recommend",
             Endpoint::RecommendModule => "/v1/recommend/module",
             Endpoint::AdminRetrain => "/v1/admin/models/retrain",
+            Endpoint::AdminCompact => "/v1/admin/compact",
             Endpoint::Chat => "/chat",
             Endpoint::Search => "/v1/search",
             Endpoint::SearchRerank => "/v1/search/rerank",
@@ -164,6 +168,7 @@ impl Endpoint {
             ["v1", "admin", "keys", _] => Endpoint::AdminKey,
             ["v1", "admin", "stats"] => Endpoint::AdminStats,
             ["v1", "admin", "models", "retrain"] => Endpoint::AdminRetrain,
+            ["v1", "admin", "compact"] => Endpoint::AdminCompact,
             ["v1", "catalog", "table"] => Endpoint::CatalogTable,
             ["v1", "catalog", "table", _] => Endpoint::CatalogTableNamed,
             ["v1", "catalog", "table", _, "fields", _] => Endpoint::CatalogTableField,
@@ -234,6 +239,7 @@ impl Endpoint {
             | Endpoint::Search
             | Endpoint::SearchRerank
             | Endpoint::AdminRetrain
+            | Endpoint::AdminCompact
             | Endpoint::Embed
             | Endpoint::Chat => POST,
             Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
@@ -245,7 +251,11 @@ impl Endpoint {
     pub fn scope(self, method: &Method) -> Option<&'static str> {
         Some(match self {
             Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi => return None,
-            Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats | Endpoint::AdminRetrain => "admin",
+            Endpoint::AdminKeys
+            | Endpoint::AdminKey
+            | Endpoint::AdminStats
+            | Endpoint::AdminRetrain
+            | Endpoint::AdminCompact => "admin",
             Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
                 "catalog:write"
             }

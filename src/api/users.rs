@@ -60,11 +60,7 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
             let patch = super::catalog::patch_body(&request)?;
             ok(&services.patch_user(&request.params[0], patch).await?)
         }
-        (Endpoint::User, _) => {
-            let uid = &request.params[0];
-            let events_removed = services.delete_user(uid).await?;
-            ok(&json!({ "uid": uid, "deleted": true, "events_removed": events_removed }))
-        }
+        (Endpoint::User, _) => ok(&services.delete_user(&request.params[0]).await?),
         _ => unreachable!("routes.rs sends only user endpoints here"),
     }
 }

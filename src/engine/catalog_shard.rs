@@ -3,10 +3,11 @@
 //! stall the HTTP event loop; the shards' concurrent writes are group-committed by
 //! the storage layer. A reply is sent only after the write is durable.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use actix::{Actor, Context, Handler, Message, MessageResult};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::catalog::{
@@ -281,43 +282,56 @@ pub struct DeleteUser {
     pub uid: String,
 }
 
-/// What a user deletion found.
-#[derive(Debug, Clone, Copy)]
-pub struct UserRemoval {
+/// What the catalog side of a user deletion found.
+#[derive(Debug, Clone, Default)]
+pub struct UserRows {
     pub row_existed: bool,
     pub events_removed: usize,
+    /// The sessions the removed events named.
+    pub sessions: BTreeSet<String>,
 }
 
 impl Message for DeleteUser {
-    type Result = Result<UserRemoval, CatalogError>;
+    type Result = Result<UserRows, CatalogError>;
+}
+
+/// The one field of a stored event a deletion reads.
+#[derive(Deserialize)]
+struct EventSession {
+    sid: Option<String>,
 }
 
 impl Handler<DeleteUser> for CatalogShard {
-    type Result = Result<UserRemoval, CatalogError>;
+    type Result = Result<UserRows, CatalogError>;
 
     fn handle(&mut self, message: DeleteUser, _: &mut Context<Self>) -> Self::Result {
         let key = layout::user(self.shard, &message.uid);
-        let row_existed = self.storage.get(Cf::Users, &key)?.is_some();
+        let mut removed = UserRows {
+            row_existed: self.storage.get(Cf::Users, &key)?.is_some(),
+            ..UserRows::default()
+        };
         let mut batch = self.storage.batch();
         batch.delete(Cf::Users, &key);
         // The index holds `prefix ++ log key` → event id: the event, its id entry and the index entry go.
         let prefix = layout::user_events_prefix(self.shard, &message.uid);
-        let mut events_removed = 0;
         for entry in self.storage.scan_prefix(Cf::UserEvents, &prefix) {
             let (index_key, event_id) = entry?;
-            batch.delete(Cf::Events, &index_key[prefix.len()..]);
+            let log_key = &index_key[prefix.len()..];
+            if let Some(stored) = self.storage.get(Cf::Events, log_key)? {
+                if let Ok(EventSession { sid: Some(sid) }) = serde_json::from_slice(&stored) {
+                    removed.sessions.insert(sid);
+                }
+            }
+            batch.delete(Cf::Events, log_key);
             batch.delete(
                 Cf::Events,
                 &layout::event_id(self.shard, &String::from_utf8_lossy(&event_id)),
             );
             batch.delete(Cf::UserEvents, &index_key);
-            events_removed += 1;
+            removed.events_removed += 1;
         }
         batch.commit()?;
-        Ok(UserRemoval {
-            row_existed,
-            events_removed,
-        })
+        Ok(removed)
     }
 }
 

@@ -82,6 +82,12 @@ pub struct ConversationState {
     /// Turns taken in all (the history keeps only the latest).
     #[serde(default)]
     pub turn_count: u64,
+    /// The users the conversation was held with (deleting one removes it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub user_ids: Vec<String>,
+    /// The sessions it was held in (deleting their user removes it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub session_ids: Vec<String>,
 }
 
 impl ConversationState {
@@ -110,6 +116,11 @@ impl ConversationState {
             prices: self.last_prices(),
             focus,
         }
+    }
+
+    /// Whether the conversation was held with `uid` or in one of `sessions`.
+    pub fn names(&self, uid: &str, sessions: &[String]) -> bool {
+        self.user_ids.iter().any(|id| id == uid) || self.session_ids.iter().any(|id| sessions.contains(id))
     }
 
     /// Every item shown in the kept turns.
@@ -155,7 +166,15 @@ pub struct TakeTurn(pub Extracted, pub Scale);
 pub struct RecordTurn {
     pub turn: Turn,
     pub constraints: Constraints,
+    /// Who sent the message, if the request said.
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
 }
+
+/// Deletes the stored conversation and stops its actor (a user's deletion).
+#[derive(Message)]
+#[rtype(result = "Result<(), ConversationError>")]
+pub struct Forget;
 
 /// The stored state, for inspection.
 #[derive(Message)]
@@ -233,6 +252,8 @@ impl Handler<RecordTurn> for ConversationActor {
         self.state.turn_count += 1;
         self.state.constraints = record.constraints;
         self.state.turns.push_back(record.turn);
+        add_once(&mut self.state.user_ids, record.user_id);
+        add_once(&mut self.state.session_ids, record.session_id);
         while self.state.turns.len() > self.settings.max_turns {
             self.state.turns.pop_front();
         }
@@ -249,12 +270,60 @@ impl Handler<RecordTurn> for ConversationActor {
     }
 }
 
+impl Handler<Forget> for ConversationActor {
+    type Result = Result<(), ConversationError>;
+
+    fn handle(&mut self, _: Forget, context: &mut Context<Self>) -> Self::Result {
+        self.storage
+            .delete(Cf::State, &layout::conversation(self.shard, &self.state.id))?;
+        self.state = ConversationState::default();
+        context.stop();
+        Ok(())
+    }
+}
+
+fn add_once(ids: &mut Vec<String>, id: Option<String>) {
+    if let Some(id) = id.filter(|id| !ids.contains(id)) {
+        ids.push(id);
+    }
+}
+
 impl Handler<Snapshot> for ConversationActor {
     type Result = actix::MessageResult<Snapshot>;
 
     fn handle(&mut self, _: Snapshot, _: &mut Context<Self>) -> Self::Result {
         actix::MessageResult(self.state.clone())
     }
+}
+
+/// The ids and keys of the stored conversations held with `uid` or in `sessions`.
+fn conversations_naming(
+    storage: &Storage,
+    shards: u16,
+    uid: &str,
+    sessions: &[String],
+) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+    let needles: Vec<Vec<u8>> = std::iter::once(uid)
+        .chain(sessions.iter().map(String::as_str))
+        .map(|id| serde_json::to_vec(id).expect("a string serializes"))
+        .collect();
+    let mut named = Vec::new();
+    for shard in 0..shards {
+        let prefix = layout::conversations_prefix(shard);
+        for entry in storage.scan_prefix(Cf::State, &prefix) {
+            let (key, bytes) = entry?;
+            if !needles.iter().any(|needle| memchr::memmem::find(&bytes, needle).is_some()) {
+                continue;
+            }
+            match serde_json::from_slice::<ConversationState>(&bytes) {
+                Ok(state) if state.names(uid, sessions) => named.push((state.id, key.into_vec())),
+                Ok(_) => {}
+                // Unreadable, and it names them: it goes too.
+                Err(_) => named.push((String::new(), key.into_vec())),
+            }
+        }
+    }
+    Ok(named)
 }
 
 /// Counters of the registry.
@@ -383,13 +452,38 @@ impl Conversations {
         self.ask(id, || TakeTurn(extracted.clone(), scale)).await
     }
 
-    /// Stores an answered turn; resolves once it is written.
-    pub async fn record_turn(&self, id: &str, turn: Turn, constraints: Constraints) -> Result<(), ConversationError> {
+    /// Stores an answered turn and who it was with; resolves once it is written.
+    pub async fn record_turn(&self, id: &str, record: RecordTurn) -> Result<(), ConversationError> {
         self.ask(id, || RecordTurn {
-            turn: turn.clone(),
-            constraints: constraints.clone(),
+            turn: record.turn.clone(),
+            constraints: record.constraints.clone(),
+            user_id: record.user_id.clone(),
+            session_id: record.session_id.clone(),
         })
         .await?
+    }
+
+    /// Deletes every conversation held with `uid` or in one of `sessions`, stored
+    /// or live; answers how many. Reads every stored conversation of the node (one
+    /// is decoded only when its bytes name one of them).
+    pub async fn forget(&self, uid: &str, sessions: &[String]) -> Result<usize, ConversationError> {
+        let storage = self.storage.clone();
+        let shards = self.shards;
+        let (owner, held) = (uid.to_owned(), sessions.to_vec());
+        let named = tokio::task::spawn_blocking(move || conversations_naming(&storage, shards, &owner, &held))
+            .await
+            .map_err(|error| ConversationError::Unavailable(error.to_string()))??;
+        for (id, key) in &named {
+            match self.live.remove(id) {
+                Some((_, addr)) => match addr.send(Forget).await {
+                    Ok(result) => result?,
+                    // Stopped meanwhile: its state is stored, and deleted here.
+                    Err(_) => self.storage.delete(Cf::State, key)?,
+                },
+                None => self.storage.delete(Cf::State, key)?,
+            }
+        }
+        Ok(named.len())
     }
 
     /// The current state of a conversation (`None` for an id never seen).

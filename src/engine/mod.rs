@@ -7,6 +7,7 @@
 pub mod catalog;
 mod catalog_shard;
 pub mod conversation;
+mod forget;
 mod live_actor;
 mod live_state_error;
 mod session_claims;
@@ -32,12 +33,13 @@ use crate::topology::{shard_for, Ownership, ShardId};
 use catalog::{id_of, CatalogError, FieldType, ItemReader, Relation, RowKind, TableRecord, TableRegistry, USERS_TABLE};
 pub use catalog_shard::{CatalogShard, RowResult};
 pub use catalog_shard::{Conversion, MAX_FAILED_IDS};
-use catalog_shard::{ConvertField, ConvertMode, DeleteItem, DeleteUser, DropTableRows, PatchRow, PutTable, UpsertRows};
+use catalog_shard::{ConvertField, ConvertMode, DeleteItem, DropTableRows, PatchRow, PutTable, UpsertRows};
+pub use forget::{DeleteUserError, UserRemoval};
 pub use live_actor::{LiveActor, SessionActor, UserActor};
 pub use live_state_error::LiveStateError;
 pub use shard_host::Projection;
 use shard_host::{
-    CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost, Wipe,
+    CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost,
 };
 pub use shard_moves::{HeldShards, ShardExport};
 use signal_board::SignalBoard;
@@ -112,15 +114,6 @@ impl From<&EngineConfig> for LiveConfig {
             mailbox: config.shard_mailbox,
         }
     }
-}
-
-/// Why a user's deletion failed: in the catalog (row, events) or in live state.
-#[derive(Debug, thiserror::Error)]
-pub enum DeleteUserError {
-    #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    #[error(transparent)]
-    LiveState(#[from] LiveStateError),
 }
 
 /// An error that a failed shard answers for every item it was sent.
@@ -604,32 +597,6 @@ impl Engine {
             purge,
         };
         self.ask(self.shard_of(id), message).await?
-    }
-
-    /// Deletes a user and everything stored under them: the row, their events, and
-    /// the live state of the user and of their sessions. Returns the events removed.
-    /// A part that could not be removed fails the call (a retry finds the rest).
-    pub async fn delete_user(&self, uid: &str) -> Result<usize, DeleteUserError> {
-        // Events first: a crash in between leaves state that a retried delete finds.
-        let removal = self
-            .ask(self.shard_of(uid), DeleteUser { uid: uid.to_owned() })
-            .await??;
-        let user = self.wipe(LiveStateId::User(uid.to_owned())).await?;
-        for sid in &user.sessions {
-            self.wipe(LiveStateId::Session(sid.clone())).await?;
-        }
-        if !removal.row_existed && removal.events_removed == 0 && user == LiveState::default() {
-            return Err(CatalogError::NotFound(format!("user {uid:?}")).into());
-        }
-        Ok(removal.events_removed)
-    }
-
-    async fn wipe(&self, key: LiveStateId) -> Result<LiveState, LiveStateError> {
-        self.hosts
-            .host(self.shard_of(key.id()))
-            .send(Wipe(key))
-            .await
-            .map_err(mailbox_error)?
     }
 
     pub fn get_table(&self, name: &str) -> Option<Arc<TableRecord>> {

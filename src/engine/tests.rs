@@ -104,7 +104,7 @@ async fn a_user_delete_that_cannot_wipe_live_state_fails() {
     node.storage
         .faults()
         .fail_key_writes(Cf::State, &layout::user_state(shard, "u1"));
-    let failed = node.engine.delete_user("u1").await;
+    let failed = node.engine.delete_user("u1", &[]).await;
     assert!(
         matches!(failed, Err(DeleteUserError::LiveState(LiveStateError::Storage(_)))),
         "{failed:?}"
@@ -113,7 +113,7 @@ async fn a_user_delete_that_cannot_wipe_live_state_fails() {
     assert!(user.is_some(), "the state is still there, and the caller was told");
 
     node.storage.faults().clear_key_writes();
-    node.engine.delete_user("u1").await.unwrap();
+    node.engine.delete_user("u1", &[]).await.unwrap();
     for key in [LiveStateId::User("u1".into()), LiveStateId::Session("s1".into())] {
         assert!(node.engine.read_state(key).await.unwrap().is_none(), "wiped on retry");
     }

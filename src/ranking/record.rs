@@ -1,6 +1,8 @@
 //! What a ranking showed: the items in order with the features each was ranked
 //! with. Stored under the response's `rec_id`; outcome events naming it become
-//! training examples for the learned ranker.
+//! training examples for the learned ranker. A record names no user or session:
+//! learning needs only what was shown, and a user's deletion then has nothing to
+//! look for in the rankings, which are kept by age.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,8 +13,6 @@ use super::ltr::FeatureVector;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RecRecord {
     pub at: i64,
-    pub uid: Option<String>,
-    pub sid: Option<String>,
     pub model: String,
     pub shown: Vec<(String, FeatureVector)>,
 }
@@ -22,8 +22,6 @@ pub struct RecRecord {
 #[derive(Debug, Serialize)]
 pub struct ShownRecord<'a> {
     pub at: i64,
-    pub uid: Option<&'a str>,
-    pub sid: Option<&'a str>,
     pub model: &'a str,
     pub shown: Vec<(&'a str, FeatureVector)>,
 }

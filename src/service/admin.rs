@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::{ServiceError, Services};
 pub use crate::api_keys::{ApiKey, AuthFailure, NewKey};
+use crate::api_keys::KeyStore;
 use crate::stream::catalog_log::CatalogChange;
 use crate::training::RetrainReport;
 
@@ -16,8 +17,10 @@ impl Services {
     pub async fn create_key(&self, new: NewKey) -> Result<(Arc<ApiKey>, String), ServiceError> {
         let keys = self.keys.clone();
         let (key, secret) = blocking(move || keys.create(new)).await??;
-        self.replicate(vec![CatalogChange::PutKey { key: (*key).clone() }])
-            .await?;
+        self.replicate(vec![CatalogChange::PutKey {
+            key: KeyStore::replicable(&key, &secret),
+        }])
+        .await?;
         Ok((key, secret))
     }
 

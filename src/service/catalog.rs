@@ -167,16 +167,6 @@ impl Services {
         Ok(self.engine.get_user(uid)?)
     }
 
-    /// Deletes a user and everything stored under them: the row, their events, the
-    /// live state of the user and of their sessions. Answers the events removed; any
-    /// part that could not be removed fails the call (the rest can be retried).
-    pub async fn delete_user(&self, uid: &str) -> Result<usize, ServiceError> {
-        let removed = self.engine.delete_user(uid).await?;
-        self.replicate(vec![CatalogChange::DeleteUser { uid: uid.to_owned() }])
-            .await?;
-        Ok(removed)
-    }
-
     /// In a cluster: produces writes this node applied to the catalog log, for the
     /// other nodes, and waits for the broker's acknowledgement. Without it the write
     /// is not acknowledged to the client (503; retrying it is harmless).

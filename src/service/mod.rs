@@ -24,6 +24,7 @@ pub mod embed;
 pub mod embedded_events;
 mod error;
 pub mod events;
+pub mod forget;
 pub mod modules;
 pub mod moves;
 pub mod recommend;
@@ -72,6 +73,8 @@ pub struct Services {
     pub cluster: Arc<cluster::Cluster>,
     /// In a cluster: where this node's catalog, user and key writes go for the others.
     pub catalog_log: Option<CatalogLog>,
+    /// Purges deleted users' records from the files.
+    pub purger: Arc<forget::Purger>,
 }
 
 /// How the ranking path fares reading live state.

@@ -160,8 +160,6 @@ impl Services {
         }
         let record = ShownRecord {
             at: context.now,
-            uid: context.user_id.as_deref(),
-            sid: context.session_id.as_deref(),
             model: model_id,
             shown,
         };

@@ -63,6 +63,11 @@ pub fn event_log_prefix(shard: ShardId) -> Vec<u8> {
     key
 }
 
+/// The shard whose log an event log key is in.
+pub fn event_log_shard(key: &[u8]) -> Option<ShardId> {
+    Some(ShardId::from_be_bytes(key.get(..2)?.try_into().ok()?))
+}
+
 /// The sequence number of an event log key.
 pub fn event_log_seq(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(key.get(3..11)?.try_into().ok()?))
@@ -130,6 +135,11 @@ pub fn user_state(shard: ShardId, uid: &str) -> Vec<u8> {
 /// `state`: a chat conversation (turns and constraints), `[shard]v[conversation id]`.
 pub fn conversation(shard: ShardId, id: &str) -> Vec<u8> {
     tagged(shard, b'v', id)
+}
+
+/// `state`: the prefix of one shard's conversations.
+pub fn conversations_prefix(shard: ShardId) -> Vec<u8> {
+    tagged(shard, b'v', "")
 }
 
 /// `state`: on the owner of a sid's shard in a cluster, the user another node claimed
@@ -214,8 +224,15 @@ pub fn node_secret(node_id: &str) -> Vec<u8> {
 /// (a cluster's live moves).
 pub const HELD_SHARDS: &[u8] = b"held-shards";
 
+/// `meta`: the node's secret that API key hashes are keyed with (32 bytes).
+pub const KEY_HASH_SECRET: &[u8] = b"key-hash-secret";
+
 /// Prefix of every API key record in `meta`.
 pub const API_KEY_PREFIX: &[u8] = b"apikey/";
+
+/// `meta`: the shards whose key ranges a purge must still compact (big-endian u16s):
+/// a crash between a user's deletion and the purge does not skip it.
+pub const PURGE_PENDING: &[u8] = b"purge-pending";
 
 #[cfg(test)]
 mod tests {

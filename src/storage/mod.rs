@@ -11,8 +11,10 @@ mod commit;
 #[cfg(test)]
 pub mod faults;
 pub mod layout;
+mod purge;
 
 pub use commit::{CommitQueue, Op};
+pub use purge::PurgeReport;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -139,7 +141,12 @@ impl Storage {
         durability: Durability,
         ranking_retention: Duration,
     ) -> Result<Storage, StorageError> {
-        let mut options = Options::default();
+        // Every MANIFEST write (a flush, a compaction) starts a new MANIFEST holding
+        // only the live files, so that the key bounds of files a purge rewrote leave it
+        // with the next write (`purge`). A few KB to a few hundred KB per write, at the
+        // rate of flushes and compactions (seconds apart at the busiest).
+        let mut options =
+            Options::default().get_options_from_string("max_manifest_file_size=0;max_manifest_space_amp_pct=0")?;
         options.create_if_missing(true);
         options.create_missing_column_families(true);
         options.increase_parallelism(2);

@@ -70,6 +70,10 @@ pub enum CatalogChange {
     },
     DeleteUser {
         uid: String,
+        /// The user's sessions, as the node that took the deletion knew them: their
+        /// anonymous events and state go on every node.
+        #[serde(default)]
+        sessions: Vec<String>,
     },
     PutKey {
         key: ApiKey,
@@ -88,7 +92,7 @@ impl CatalogChange {
             CatalogChange::UpsertItem { table, id, .. } | CatalogChange::DeleteItem { table, id, .. } => {
                 format!("item/{table}/{id}")
             }
-            CatalogChange::UpsertUser { uid, .. } | CatalogChange::DeleteUser { uid } => format!("user/{uid}"),
+            CatalogChange::UpsertUser { uid, .. } | CatalogChange::DeleteUser { uid, .. } => format!("user/{uid}"),
             CatalogChange::PutKey { key } => format!("key/{}", key.id),
             CatalogChange::RevokeKey { id } => format!("key/{id}"),
         }
@@ -377,7 +381,7 @@ async fn apply(engine: &Engine, keys: &KeyStore, change: CatalogChange) -> Resul
         CatalogChange::DeleteItem { table, id, purge } => {
             done_if_gone(engine.delete_item(&table, &id, purge).await.map_err(catalog))
         }
-        CatalogChange::DeleteUser { uid } => match engine.delete_user(&uid).await {
+        CatalogChange::DeleteUser { uid, sessions } => match engine.delete_user(&uid, &sessions).await {
             Ok(_) => Ok(()),
             Err(error) => done_if_gone(Err(deletion(error))),
         },

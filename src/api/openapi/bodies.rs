@@ -158,12 +158,29 @@ pub enum UsersUpserted {
     },
 }
 
-/// A user deleted for good, with their events.
+/// A user deleted for good, with their events and their sessions'.
 #[derive(ToSchema)]
 pub struct UserDeleted {
     uid: String,
     deleted: bool,
+    /// Every event removed: `removed.events + removed.anonymous_events`.
     events_removed: u64,
+    removed: UserRemoved,
+    /// Unix ms when the removed records are purged from the files (`POST /v1/admin/compact` does it now).
+    purge_due_at: i64,
+}
+
+/// What a user's deletion removed.
+#[derive(ToSchema)]
+pub struct UserRemoved {
+    /// Events that carried the uid.
+    events: u64,
+    /// Events of the user's sessions sent before the uid was known (sid only).
+    anonymous_events: u64,
+    /// The user's sessions, whose state and events went.
+    sessions: Vec<String>,
+    /// Chat conversations held with the user or in their sessions.
+    conversations: u64,
 }
 
 /// A user's or session's live state.

@@ -283,7 +283,11 @@ fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoi
         builder = builder.request_body(Some(
             RequestBodyBuilder::new()
                 .content("application/json", Content::new(Some(request)))
-                .required(Some(Required::True))
+                // Compacting needs no options: an empty body is the default.
+                .required(Some(match endpoint {
+                    Endpoint::AdminCompact => Required::False,
+                    _ => Required::True,
+                }))
                 .build(),
         ));
     }
@@ -367,6 +371,11 @@ fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> Spec {
         Endpoint::AdminRetrain => (
             "Rebuild the models from the event log.",
             None,
+            (200, schemas.of::<AnyObject>()),
+        ),
+        Endpoint::AdminCompact => (
+            "Purge deleted users' records from the database files now (the purge a deletion schedules).",
+            Some(schemas.of::<super::admin::CompactBody>()),
             (200, schemas.of::<AnyObject>()),
         ),
         Endpoint::CatalogTable => (
@@ -515,7 +524,11 @@ fn operation_id(endpoint: Endpoint, method: &Method) -> String {
 fn tag(endpoint: Endpoint) -> &'static str {
     match endpoint {
         Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi => "meta",
-        Endpoint::AdminKeys | Endpoint::AdminKey | Endpoint::AdminStats | Endpoint::AdminRetrain => "admin",
+        Endpoint::AdminKeys
+        | Endpoint::AdminKey
+        | Endpoint::AdminStats
+        | Endpoint::AdminRetrain
+        | Endpoint::AdminCompact => "admin",
         Endpoint::CatalogTable
         | Endpoint::CatalogTableNamed
         | Endpoint::CatalogTableField

@@ -193,7 +193,7 @@ impl ShardHost {
         for entry in self.storage.scan_prefix(cf, &prefix) {
             let (index_key, _) = entry?;
             let log_key = &index_key[prefix.len()..];
-            let (Some(source), Some(seq)) = (log_key_shard(log_key), layout::event_log_seq(log_key)) else {
+            let (Some(source), Some(seq)) = (layout::event_log_shard(log_key), layout::event_log_seq(log_key)) else {
                 continue;
             };
             if K::INDEXES_STARTS {
@@ -370,9 +370,4 @@ impl Handler<AdoptSession> for ShardHost {
             tracing::warn!(shard = self.shard, %sid, %error, "storing a claimed session failed; it starts empty here");
         }
     }
-}
-
-/// The shard of an event log key (`[shard]0x00[seq]`).
-fn log_key_shard(log_key: &[u8]) -> Option<ShardId> {
-    Some(ShardId::from_be_bytes(log_key.get(..2)?.try_into().ok()?))
 }

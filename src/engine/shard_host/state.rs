@@ -72,7 +72,11 @@ impl Handler<Wipe> for ShardHost {
     fn handle(&mut self, Wipe(key): Wipe, context: &mut Context<Self>) -> Self::Result {
         let (reply, wiped) = oneshot::channel();
         match key {
-            LiveStateId::Session(sid) => self.deliver::<Session>(context, sid, KeyMessage::Wipe(reply)),
+            LiveStateId::Session(sid) => {
+                // Its index entries go with it: a later event of the sid writes them again.
+                self.indexed_sessions.pop(sid.as_str());
+                self.deliver::<Session>(context, sid, KeyMessage::Wipe(reply))
+            }
             LiveStateId::User(uid) => self.deliver::<User>(context, uid, KeyMessage::Wipe(reply)),
         }
         Box::pin(async move {

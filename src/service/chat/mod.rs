@@ -35,7 +35,7 @@ use crate::chat::filter::price_of;
 use crate::chat::reply::{answer_about, compose, describe, ItemFacts, Outcome};
 use crate::config::ChatConfig;
 use crate::domain::live_state::availability;
-use crate::engine::conversation::{ConversationSettings, Conversations, ShownItem, Turn};
+use crate::engine::conversation::{ConversationSettings, Conversations, RecordTurn, ShownItem, Turn};
 use crate::engine::Engine;
 use retrieval::FoundItems;
 
@@ -256,9 +256,13 @@ impl Services {
             about,
             at: self.engine.now_millis(),
         };
-        chat.conversations
-            .record_turn(&conversation_id, turn, constraints.clone())
-            .await?;
+        let record = RecordTurn {
+            turn,
+            constraints: constraints.clone(),
+            user_id: request.user_id.clone(),
+            session_id: request.session_id.clone(),
+        };
+        chat.conversations.record_turn(&conversation_id, record).await?;
         chat.turns.fetch_add(1, Ordering::Relaxed);
         Ok(ChatAnswer {
             conversation_id,
