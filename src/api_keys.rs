@@ -401,4 +401,34 @@ mod tests {
         assert!(reloaded.revoke(BOOTSTRAP_ID).unwrap());
         assert_eq!(reloaded.authenticate(&secret).unwrap_err(), AuthFailure::Unknown);
     }
+
+    #[test]
+    fn stored_hashes_are_keyed_and_older_records_are_keyed_at_load() {
+        let clock = Arc::new(ManualClock::new(1));
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Storage::open(dir.path(), Durability::Sync).unwrap();
+        let keys = KeyStore::load(storage.clone(), clock.clone()).unwrap();
+        let operator_chosen = "hunter2";
+        keys.bootstrap_admin(Some(operator_chosen)).unwrap();
+        let stored = storage.get(Cf::Meta, &layout::api_key(BOOTSTRAP_ID)).unwrap().unwrap();
+        let plain = hex::encode(fingerprint(operator_chosen));
+        assert!(!String::from_utf8_lossy(&stored).contains(&plain), "the plain SHA-256 is stored");
+
+        // A record written before keyed hashes, and one another node replicated.
+        let (key, secret) = keys.create(NewKey { name: "old".into(), scopes: vec!["search".into()], ..NewKey::default() }).unwrap();
+        let old = KeyStore::replicable(&key, &secret);
+        storage.put_unsynced(Cf::Meta, &layout::api_key(&old.id), &serde_json::to_vec(&old).unwrap()).unwrap();
+        let reloaded = KeyStore::load(storage.clone(), clock.clone()).unwrap();
+        assert!(reloaded.authenticate(&secret).unwrap().allows("search"));
+        assert!(reloaded.authenticate(operator_chosen).unwrap().allows("admin"));
+        let rewritten: ApiKey = serde_json::from_slice(&storage.get(Cf::Meta, &layout::api_key(&old.id)).unwrap().unwrap()).unwrap();
+        assert!(rewritten.keyed && rewritten.hash != old.hash, "{rewritten:?}");
+
+        // Another node (another hash key) stores the replicated form and accepts the secret.
+        let other_dir = tempfile::tempdir().unwrap();
+        let other = KeyStore::load(Storage::open(other_dir.path(), Durability::Sync).unwrap(), clock).unwrap();
+        other.put_replicated(KeyStore::replicable(&key, &secret)).unwrap();
+        assert!(other.authenticate(&secret).is_ok());
+        assert_ne!(other.list()[0].hash, rewritten.hash, "each node keys with its own secret");
+    }
 }

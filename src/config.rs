@@ -277,6 +277,15 @@ pub struct AuthConfig {
     pub default_rate_per_sec: u32,
     /// Bucket size of keys without their own.
     pub default_burst: u32,
+    /// Requests presenting a key that is not valid, per client address and minute;
+    /// past it that address gets 429 for every request with a key until its bucket
+    /// refills (20 at once, then one per 60/N s).
+    #[serde(default = "default_failures_per_minute")]
+    pub failures_per_minute: u32,
+}
+
+fn default_failures_per_minute() -> u32 {
+    20
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

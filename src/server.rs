@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio::net::TcpListener;
 
-use crate::api::{self, AppState, LlmClient, PeerClaims, Peers, RateLimits, RequestTimes};
+use crate::api::{self, AppState, FailedAuth, LlmClient, PeerClaims, Peers, RateLimits, RequestTimes};
 use crate::api_keys::KeyStore;
 use crate::clock::SharedClock;
 use crate::config::Config;
@@ -300,6 +300,7 @@ pub async fn run(
     let state = Arc::new(AppState {
         services: node.services.clone(),
         limits: RateLimits::new(config.auth.clone()),
+        failed_auth: FailedAuth::new(config.auth.failures_per_minute),
         config: config.server.clone(),
         ready: AtomicBool::new(true),
         request_times: RequestTimes::default(),

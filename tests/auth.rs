@@ -107,9 +107,12 @@ fn all_scopes_but(scope: &str) -> Vec<&'static str> {
         .collect()
 }
 
+/// Room for every refused key the matrix sends (the default throttles at 20 a minute).
+const MANY_FAILURES: (&str, &str) = ("RANKSTREAM__AUTH__FAILURES_PER_MINUTE", "1000000");
+
 #[test]
 fn auth_matrix_on_every_route() {
-    let server = TestServer::start();
+    let server = TestServer::start_with_env(&[MANY_FAILURES]);
     seed(&server);
     let routes = all_routes();
 
@@ -182,6 +185,47 @@ fn auth_matrix_on_every_route() {
             assert_error(&route.call(&server, auth, &[]), 401, "unauthorized", &context);
         }
     }
+}
+
+#[test]
+fn an_address_that_presents_wrong_keys_is_throttled() {
+    let server = TestServer::start();
+    let key = server.create_key(&["search"], json!({"name": "valid"}));
+    let search = |auth: Auth| {
+        server
+            .send(Method::POST, "/v1/search", auth, Payload::Json(json!({"query": "x"})), &[])
+    };
+    // The default: 20 refused keys a minute per address, each a 401.
+    for attempt in 0..20 {
+        let wrong = format!("rsk_wrong_{attempt}");
+        let auth = if attempt % 2 == 0 { Auth::Bearer(&wrong) } else { Auth::ApiKey(&wrong) };
+        assert_error(&search(auth).pair(), 401, "unauthorized", &format!("wrong key {attempt}"));
+    }
+    // The next one, and then any request of the address with a key, valid or not.
+    for (case, auth) in [("21st wrong key", Auth::Bearer("rsk_wrong_21")), ("valid key", Auth::Bearer(&key))] {
+        let reply = search(auth);
+        let retry_after: u64 = reply
+            .header("retry-after")
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("{case}: Retry-After in whole seconds"));
+        assert!((1..=3).contains(&retry_after), "{case}: Retry-After {retry_after}");
+        assert_error(&reply.pair(), 429, "rate_limited", case);
+    }
+    // Without a key there is nothing to guess with: 401, not 429.
+    assert_error(&search(Auth::None).pair(), 401, "unauthorized", "no key");
+    // The probes need no key.
+    let probe = server.send(Method::GET, "/healthz", Auth::None, Payload::Empty, &[]);
+    assert_status(&probe.pair(), 200, "healthz");
+
+    // The bucket refills one failure per 3 s: the valid key works again.
+    thread::sleep(std::time::Duration::from_millis(3100));
+    assert_status(&search(Auth::Bearer(&key)).pair(), 200, "valid key after the wait");
+
+    // Counted in the node's statistics.
+    let stats = server.admin_get("/v1/admin/stats");
+    let auth = &assert_status(&stats, 200, "stats")["auth"];
+    assert_eq!(auth["failures"], 21, "{auth}");
+    assert_eq!(auth["throttled"], 2, "{auth}");
 }
 
 #[test]

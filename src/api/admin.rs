@@ -77,6 +77,7 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
         (Endpoint::AdminStats, _) => {
             let mut stats = state.services.stats();
             stats["requests"] = state.request_times.to_json();
+            stats["auth"] = state.failed_auth.to_json();
             ok(&stats)
         }
         (Endpoint::AdminRetrain, _) => ok(&json!(state.services.retrain().await?)),

@@ -27,7 +27,7 @@ mod users;
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -49,7 +49,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-pub use auth::RateLimits;
+pub use auth::{FailedAuth, RateLimits};
 pub use chat::LlmClient;
 pub use error::ApiError;
 pub use forward::Peers;
@@ -69,6 +69,8 @@ pub struct AppState {
     pub services: Arc<Services>,
     /// Each key's token bucket.
     pub limits: RateLimits,
+    /// Client addresses that presented keys that are not valid.
+    pub failed_auth: FailedAuth,
     pub config: ServerConfig,
     /// False once shutdown begins: `/readyz` turns 503 so balancers stop sending.
     pub ready: AtomicBool,
@@ -194,7 +196,7 @@ async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAd
     let deadline = started + Duration::from_millis(deadline_ms);
     let matched = Endpoint::match_path(&path);
     let endpoint = matched.as_ref().map(|(endpoint, _)| *endpoint);
-    let work = AssertUnwindSafe(route(&state, matched, request, deadline)).catch_unwind();
+    let work = AssertUnwindSafe(route(&state, matched, request, peer.ip(), deadline)).catch_unwind();
     let response = match tokio::time::timeout(Duration::from_millis(deadline_ms), work).await {
         Ok(Ok(Ok(response))) => response,
         Ok(Ok(Err(error))) => error.into_response(),
@@ -212,10 +214,11 @@ async fn route(
     state: &AppState,
     matched: Option<(Endpoint, Vec<String>)>,
     request: Request<Incoming>,
+    client: IpAddr,
     deadline: Instant,
 ) -> Result<HttpResponse, ApiError> {
     let (parts, body) = request.into_parts();
-    let (endpoint, params) = match admit(state, matched, &parts) {
+    let (endpoint, params) = match admit(state, matched, &parts, client) {
         Ok(admitted) => admitted,
         Err(error) => {
             discard(body, content_length(&parts.headers));
@@ -291,14 +294,15 @@ fn admit(
     state: &AppState,
     matched: Option<(Endpoint, Vec<String>)>,
     parts: &hyper::http::request::Parts,
+    client: IpAddr,
 ) -> Result<(Endpoint, Vec<String>), ApiError> {
     let Some((endpoint, params)) = matched else {
-        auth::identify(&state.services, &parts.headers)?;
+        auth::identify(state, &parts.headers, client)?;
         return Err(ApiError::NotFound(format!("no route for {}", parts.uri.path())));
     };
     if !endpoint.methods().contains(&parts.method) {
         if endpoint.methods().iter().any(|method| endpoint.scope(method).is_some()) {
-            auth::identify(&state.services, &parts.headers)?;
+            auth::identify(state, &parts.headers, client)?;
         }
         return Err(ApiError::MethodNotAllowed {
             method: parts.method.clone(),
@@ -306,7 +310,7 @@ fn admit(
         });
     }
     if let Some(scope) = endpoint.scope(&parts.method) {
-        let key = auth::authorize(&state.services, &parts.headers, scope)?;
+        let key = auth::authorize(state, &parts.headers, client, scope)?;
         state.limits.check(&key)?;
     }
     Ok((endpoint, params))
