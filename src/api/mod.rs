@@ -17,6 +17,7 @@ mod forward;
 mod image_fetch;
 mod openapi;
 mod peer_claims;
+mod protocol_errors;
 mod recommend;
 mod recommend_module;
 mod request_times;
@@ -164,7 +165,7 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl F
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(header_timeout)
-            .serve_connection(TokioIo::new(stream), service);
+            .serve_connection(TokioIo::new(protocol_errors::ErrorBodies::new(stream)), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
