@@ -272,3 +272,19 @@ fn a_crash_right_after_the_deletion_brings_nothing_back() {
     let found = traces(server.data_path(), &needles());
     assert!(found.is_empty(), "traces of the deleted user:\n{}", found.join("\n"));
 }
+
+#[test]
+fn the_purge_runs_by_itself_after_the_delay() {
+    let server = TestServer::start_with_env(&[("RANKSTREAM__STORAGE__PURGE_DELAY_MS", "300")]);
+    server.ingest_ok(click("p-1", Some(UID), Some(FIRST_SESSION), "item-1"));
+    let purge = |server: &TestServer| assert_status(&server.admin_get("/v1/admin/stats"), 200, "stats")["purge"].clone();
+    assert_eq!(purge(&server), json!({"runs": 0, "pending_shards": 0}));
+    assert_status(&server.admin_delete(&format!("/v1/users/{UID}")), 200, "delete");
+    poll_until(std::time::Duration::from_secs(30), "the scheduled purge", || {
+        let purge = purge(&server);
+        match (purge["runs"].as_u64(), purge["pending_shards"].as_u64()) {
+            (Some(runs), Some(0)) if runs >= 1 => Ok(()),
+            _ => Err(purge.to_string()),
+        }
+    });
+}

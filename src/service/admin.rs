@@ -85,6 +85,7 @@ impl Services {
             "ranking": ranking,
             "chat": self.chat.stats_json(),
             "cluster": self.cluster_stats(),
+            "purge": { "runs": self.purger.runs(), "pending_shards": self.purger.pending() },
         })
     }
 

@@ -170,6 +170,11 @@ impl Purger {
         i64::try_from(self.delay.as_millis()).unwrap_or(i64::MAX)
     }
 
+    /// Shards waiting for the next purge.
+    pub fn pending(&self) -> usize {
+        self.pending.lock().len()
+    }
+
     pub fn runs(&self) -> u64 {
         self.runs.load(Ordering::Relaxed)
     }
