@@ -77,6 +77,11 @@ impl ApiError {
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
+            // Every row refused because the node could not store it (a full disk, a
+            // stopped part) is not the client's fault: 503 with `Retry-After`, like one row.
+            ApiError::AllRejected { details, .. } if all_unavailable(details) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+            }
             ApiError::InvalidCombination(_) | ApiError::AllRejected { .. } => {
                 (StatusCode::BAD_REQUEST, "validation_error")
             }
@@ -129,8 +134,8 @@ impl ApiError {
             } => {
                 headers.insert(RETRY_AFTER, HeaderValue::from(*seconds));
             }
-            // A node part that cannot serve now (a full queue, the broker) is worth a retry.
-            ApiError::Unavailable(_) => {
+            // A node part that cannot serve now (a full queue, the broker, a full disk) is worth a retry.
+            ApiError::Unavailable(_) | ApiError::AllRejected { .. } if status == StatusCode::SERVICE_UNAVAILABLE => {
                 headers.insert(RETRY_AFTER, HeaderValue::from(UNAVAILABLE_RETRY_AFTER_S));
             }
             ApiError::MethodNotAllowed { allowed, .. } => {
@@ -164,8 +169,44 @@ impl From<ServiceError> for ApiError {
     }
 }
 
+/// Whether every per-row failure of a bulk request is a 503 `unavailable` one.
+fn all_unavailable(details: &[Value]) -> bool {
+    !details.is_empty() && details.iter().all(|row| row["code"] == "unavailable")
+}
+
 /// A per-row failure in a bulk response: `{index, code, message}`.
 pub fn row_failure(index: usize, error: impl Into<ApiError>) -> Value {
     let error = error.into();
     json!({ "index": index, "code": error.code(), "message": error.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_rejected(details: Vec<Value>) -> ApiError {
+        ApiError::AllRejected {
+            message: format!("all {} items were rejected", details.len()),
+            details,
+        }
+    }
+
+    #[test]
+    fn a_bulk_request_refused_only_for_want_of_storage_is_a_503_with_retry_after() {
+        let full = || ApiError::Unavailable("write failed: rocksdb: IO error: No space left on device".into());
+        let response = all_rejected(vec![row_failure(0, full()), row_failure(1, full())]).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+
+        let mixed = all_rejected(vec![
+            row_failure(0, full()),
+            row_failure(1, ApiError::validation("no id")),
+        ]);
+        assert_eq!(
+            (mixed.status(), mixed.code()),
+            (StatusCode::BAD_REQUEST, "validation_error")
+        );
+        let response = mixed.into_response();
+        assert!(!response.headers().contains_key(RETRY_AFTER));
+    }
 }
