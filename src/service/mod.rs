@@ -38,7 +38,7 @@ pub use error::ServiceError;
 use crate::api_keys::KeyStore;
 use crate::config::EmbedConfig;
 use crate::embed::SharedEmbedder;
-use crate::engine::Engine;
+use crate::engine::{Engine, Purger};
 use crate::ranking::{Model, ModelRegistry};
 use crate::search::SearchIndex;
 use crate::stream::catalog_log::CatalogLog;
@@ -74,7 +74,7 @@ pub struct Services {
     /// In a cluster: where this node's catalog, user and key writes go for the others.
     pub catalog_log: Option<CatalogLog>,
     /// Purges deleted users' records from the files.
-    pub purger: Arc<forget::Purger>,
+    pub purger: Arc<Purger>,
 }
 
 /// How the ranking path fares reading live state.
