@@ -10,10 +10,10 @@
 use std::sync::Arc;
 
 use dashmap::DashMap;
+use hmac::{Hmac, Mac};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::clock::SharedClock;
@@ -412,16 +412,28 @@ mod tests {
         keys.bootstrap_admin(Some(operator_chosen)).unwrap();
         let stored = storage.get(Cf::Meta, &layout::api_key(BOOTSTRAP_ID)).unwrap().unwrap();
         let plain = hex::encode(fingerprint(operator_chosen));
-        assert!(!String::from_utf8_lossy(&stored).contains(&plain), "the plain SHA-256 is stored");
+        assert!(
+            !String::from_utf8_lossy(&stored).contains(&plain),
+            "the plain SHA-256 is stored"
+        );
 
         // A record written before keyed hashes, and one another node replicated.
-        let (key, secret) = keys.create(NewKey { name: "old".into(), scopes: vec!["search".into()], ..NewKey::default() }).unwrap();
+        let (key, secret) = keys
+            .create(NewKey {
+                name: "old".into(),
+                scopes: vec!["search".into()],
+                ..NewKey::default()
+            })
+            .unwrap();
         let old = KeyStore::replicable(&key, &secret);
-        storage.put_unsynced(Cf::Meta, &layout::api_key(&old.id), &serde_json::to_vec(&old).unwrap()).unwrap();
+        storage
+            .put_unsynced(Cf::Meta, &layout::api_key(&old.id), &serde_json::to_vec(&old).unwrap())
+            .unwrap();
         let reloaded = KeyStore::load(storage.clone(), clock.clone()).unwrap();
         assert!(reloaded.authenticate(&secret).unwrap().allows("search"));
         assert!(reloaded.authenticate(operator_chosen).unwrap().allows("admin"));
-        let rewritten: ApiKey = serde_json::from_slice(&storage.get(Cf::Meta, &layout::api_key(&old.id)).unwrap().unwrap()).unwrap();
+        let rewritten: ApiKey =
+            serde_json::from_slice(&storage.get(Cf::Meta, &layout::api_key(&old.id)).unwrap().unwrap()).unwrap();
         assert!(rewritten.keyed && rewritten.hash != old.hash, "{rewritten:?}");
 
         // Another node (another hash key) stores the replicated form and accepts the secret.
@@ -429,6 +441,10 @@ mod tests {
         let other = KeyStore::load(Storage::open(other_dir.path(), Durability::Sync).unwrap(), clock).unwrap();
         other.put_replicated(KeyStore::replicable(&key, &secret)).unwrap();
         assert!(other.authenticate(&secret).is_ok());
-        assert_ne!(other.list()[0].hash, rewritten.hash, "each node keys with its own secret");
+        assert_ne!(
+            other.list()[0].hash,
+            rewritten.hash,
+            "each node keys with its own secret"
+        );
     }
 }

@@ -192,17 +192,34 @@ fn an_address_that_presents_wrong_keys_is_throttled() {
     let server = TestServer::start();
     let key = server.create_key(&["search"], json!({"name": "valid"}));
     let search = |auth: Auth| {
-        server
-            .send(Method::POST, "/v1/search", auth, Payload::Json(json!({"query": "x"})), &[])
+        server.send(
+            Method::POST,
+            "/v1/search",
+            auth,
+            Payload::Json(json!({"query": "x"})),
+            &[],
+        )
     };
     // The default: 20 refused keys a minute per address, each a 401.
     for attempt in 0..20 {
         let wrong = format!("rsk_wrong_{attempt}");
-        let auth = if attempt % 2 == 0 { Auth::Bearer(&wrong) } else { Auth::ApiKey(&wrong) };
-        assert_error(&search(auth).pair(), 401, "unauthorized", &format!("wrong key {attempt}"));
+        let auth = if attempt % 2 == 0 {
+            Auth::Bearer(&wrong)
+        } else {
+            Auth::ApiKey(&wrong)
+        };
+        assert_error(
+            &search(auth).pair(),
+            401,
+            "unauthorized",
+            &format!("wrong key {attempt}"),
+        );
     }
     // The next one, and then any request of the address with a key, valid or not.
-    for (case, auth) in [("21st wrong key", Auth::Bearer("rsk_wrong_21")), ("valid key", Auth::Bearer(&key))] {
+    for (case, auth) in [
+        ("21st wrong key", Auth::Bearer("rsk_wrong_21")),
+        ("valid key", Auth::Bearer(&key)),
+    ] {
         let reply = search(auth);
         let retry_after: u64 = reply
             .header("retry-after")

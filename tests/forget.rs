@@ -64,7 +64,8 @@ fn leave_traces(server: &TestServer, items: &[String]) {
     assert_status(&server.admin_post("/chat", chat), 200, "chat with the uid");
     let chat = json!({"message": "something scary", "session_id": SECOND_SESSION, "conversation_id": "forget-chat-2"});
     assert_status(&server.admin_post("/chat", chat), 200, "chat in a session");
-    let recommend = json!({"model_id": "default", "user_id": UID, "session_id": FIRST_SESSION, "item_ids": items[..20]});
+    let recommend =
+        json!({"model_id": "default", "user_id": UID, "session_id": FIRST_SESSION, "item_ids": items[..20]});
     let shown = server.admin_post("/v1/recommend", recommend);
     let rec_id = assert_status(&shown, 200, "recommend")["rec_id"].clone();
     server.ingest_ok(event(
@@ -85,7 +86,10 @@ fn forget(server: &TestServer) {
     let body = assert_status(&reply, 200, "delete").clone();
     assert_eq!(body["deleted"], true, "{body}");
     assert_eq!(body["removed"]["events"], 4, "events with the uid: {body}");
-    assert_eq!(body["removed"]["anonymous_events"], 4, "sid-only events of the user's sessions: {body}");
+    assert_eq!(
+        body["removed"]["anonymous_events"], 4,
+        "sid-only events of the user's sessions: {body}"
+    );
     assert_eq!(body["events_removed"], 8, "{body}");
     let mut sessions: Vec<&str> = body["removed"]["sessions"]
         .as_array()
@@ -107,18 +111,30 @@ fn assert_forgotten(server: &TestServer) {
         assert_error(&server.admin_get(&session_path(sid)), 404, "not_found", sid);
     }
     assert_error(&server.admin_get(&user_state_path(UID)), 404, "not_found", "user state");
-    assert_error(&server.admin_get(&format!("/v1/users/{UID}")), 404, "not_found", "profile");
+    assert_error(
+        &server.admin_get(&format!("/v1/users/{UID}")),
+        404,
+        "not_found",
+        "profile",
+    );
     for id in ["k-1", "k-2"] {
         assert_status(&server.admin_get(&event_path(id)), 200, "the other user's events stay");
     }
-    assert_status(&server.admin_get(&session_path(KEEPER_SESSION)), 200, "the other session stays");
+    assert_status(
+        &server.admin_get(&session_path(KEEPER_SESSION)),
+        200,
+        "the other session stays",
+    );
 }
 
 /// Runs the purge now and stops the node.
 fn purge_and_stop(server: &mut TestServer) {
     let reply = server.admin_post("/v1/admin/compact", json!({}));
     let body = assert_status(&reply, 200, "compact").clone();
-    assert!(body["compacted"]["ranges"].as_u64().unwrap_or(0) > 0, "ranges compacted: {body}");
+    assert!(
+        body["compacted"]["ranges"].as_u64().unwrap_or(0) > 0,
+        "ranges compacted: {body}"
+    );
     server.stop();
 }
 
@@ -130,14 +146,21 @@ fn traces(data_dir: &Path, needles: &[&str]) -> Vec<String> {
             [
                 (needle.to_string(), needle.as_bytes().to_vec()),
                 (format!("{needle} (hex)"), hex(needle.as_bytes()).into_bytes()),
-                (format!("{needle} (HEX)"), hex(needle.as_bytes()).to_uppercase().into_bytes()),
+                (
+                    format!("{needle} (HEX)"),
+                    hex(needle.as_bytes()).to_uppercase().into_bytes(),
+                ),
             ]
         })
         .collect();
     let mut found = Vec::new();
     let mut files = Vec::new();
     walk(data_dir, &mut files);
-    assert!(files.iter().any(|file| is_table(file)), "no table files under {}", data_dir.display());
+    assert!(
+        files.iter().any(|file| is_table(file)),
+        "no table files under {}",
+        data_dir.display()
+    );
     let mut tables = 0;
     for file in &files {
         let bytes = std::fs::read(file).unwrap_or_else(|error| panic!("read {}: {error}", file.display()));
@@ -191,7 +214,13 @@ fn search_index_traces(directory: &Path, needles: &[(String, Vec<u8>)]) -> Vec<S
             let inverted = segment.inverted_index(field).expect("inverted index");
             let mut terms = inverted.terms().stream().expect("terms");
             while terms.advance() {
-                report(&mut found, directory, &format!("a term of segment {ordinal}"), terms.key(), needles);
+                report(
+                    &mut found,
+                    directory,
+                    &format!("a term of segment {ordinal}"),
+                    terms.key(),
+                    needles,
+                );
             }
         }
     }
@@ -277,7 +306,8 @@ fn a_crash_right_after_the_deletion_brings_nothing_back() {
 fn the_purge_runs_by_itself_after_the_delay() {
     let server = TestServer::start_with_env(&[("RANKSTREAM__STORAGE__PURGE_DELAY_MS", "300")]);
     server.ingest_ok(click("p-1", Some(UID), Some(FIRST_SESSION), "item-1"));
-    let purge = |server: &TestServer| assert_status(&server.admin_get("/v1/admin/stats"), 200, "stats")["purge"].clone();
+    let purge =
+        |server: &TestServer| assert_status(&server.admin_get("/v1/admin/stats"), 200, "stats")["purge"].clone();
     assert_eq!(purge(&server), json!({"runs": 0, "pending_shards": 0}));
     assert_status(&server.admin_delete(&format!("/v1/users/{UID}")), 200, "delete");
     poll_until(std::time::Duration::from_secs(30), "the scheduled purge", || {

@@ -479,11 +479,42 @@ fn protocol_errors_have_the_error_body() {
     let address = server.base_url.trim_start_matches("http://").to_string();
     let many_headers: String = (0..150).map(|n| format!("X-Filler-{n}: {n}\r\n")).collect();
     let cases: [(&str, String, u16, &str); 5] = [
-        ("garbage request line", "NOT HTTP AT ALL\r\n\r\n".into(), 400, "malformed_request"),
-        ("a header without a colon", format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nbroken header\r\n\r\n"), 400, "malformed_request"),
-        ("a URI over 64 KiB", format!("GET /v1/search?q={} HTTP/1.1\r\nHost: {address}\r\n\r\n", "a".repeat(70_000)), 414, "uri_too_long"),
-        ("150 headers", format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\n{many_headers}\r\n"), 431, "headers_too_large"),
-        ("a 1 MB header", format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nX-Big: {}\r\n\r\n", "b".repeat(1_000_000)), 431, "headers_too_large"),
+        (
+            "garbage request line",
+            "NOT HTTP AT ALL\r\n\r\n".into(),
+            400,
+            "malformed_request",
+        ),
+        (
+            "a header without a colon",
+            format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nbroken header\r\n\r\n"),
+            400,
+            "malformed_request",
+        ),
+        (
+            "a URI over 64 KiB",
+            format!(
+                "GET /v1/search?q={} HTTP/1.1\r\nHost: {address}\r\n\r\n",
+                "a".repeat(70_000)
+            ),
+            414,
+            "uri_too_long",
+        ),
+        (
+            "150 headers",
+            format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\n{many_headers}\r\n"),
+            431,
+            "headers_too_large",
+        ),
+        (
+            "a 1 MB header",
+            format!(
+                "GET /healthz HTTP/1.1\r\nHost: {address}\r\nX-Big: {}\r\n\r\n",
+                "b".repeat(1_000_000)
+            ),
+            431,
+            "headers_too_large",
+        ),
     ];
     for (case, request, status, code) in cases {
         let mut stream = TcpStream::connect(&address).expect("connect");
@@ -496,7 +527,10 @@ fn protocol_errors_have_the_error_body() {
             "{case}: expected {status}, got:\n{}",
             &response[..response.len().min(300)]
         );
-        assert!(response.to_ascii_lowercase().contains("content-type: application/json"), "{case}:\n{response}");
+        assert!(
+            response.to_ascii_lowercase().contains("content-type: application/json"),
+            "{case}:\n{response}"
+        );
         let body = response_json(&response).unwrap_or_else(|| panic!("{case}: no JSON body in:\n{response}"));
         assert_error_body(&body, case);
         assert_eq!(body["code"], code, "{case}: {body}");

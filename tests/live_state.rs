@@ -305,7 +305,11 @@ fn deleting_a_user_removes_events_and_state() {
 
     let reply = server.admin_delete("/v1/users/u-del");
     let body = assert_status(&reply, 200, "delete");
-    assert_eq!((&body["uid"], &body["deleted"], &body["events_removed"]), (&json!("u-del"), &json!(true), &json!(3)), "{body}");
+    assert_eq!(
+        (&body["uid"], &body["deleted"], &body["events_removed"]),
+        (&json!("u-del"), &json!(true), &json!(3)),
+        "{body}"
+    );
     assert_eq!(body["removed"]["sessions"], json!(["s-del"]), "{body}");
     for id in ["d0", "d1", "d2"] {
         assert_error(&server.admin_get(&event_path(id)), 404, "not_found", id);

@@ -201,7 +201,11 @@ fn delete_user() {
 
     let reply = server.admin_delete(&user_path("gone"));
     let body = assert_status(&reply, 200, "delete");
-    assert_eq!((&body["uid"], &body["deleted"], &body["events_removed"]), (&json!("gone"), &json!(true), &json!(0)), "{body}");
+    assert_eq!(
+        (&body["uid"], &body["deleted"], &body["events_removed"]),
+        (&json!("gone"), &json!(true), &json!(0)),
+        "{body}"
+    );
     assert_error(&server.admin_get(&user_path("gone")), 404, "not_found", "deleted user");
     assert_error(
         &server.admin_delete(&user_path("gone")),

@@ -64,8 +64,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};
 
 use bench_common::{
-    goals_table, own_cpu_seconds, print_goals, process_cpu_seconds, publish_section, section_head, server_binary, snippet, thousands, Connection, Goal,
-    IndexEntry, SpawnedServer, Target, RATE_LIMIT_ENV,
+    goals_table, own_cpu_seconds, print_goals, process_cpu_seconds, publish_section, section_head, server_binary,
+    snippet, thousands, Connection, Goal, IndexEntry, SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Fuzzing: one million bodies";
@@ -193,29 +193,76 @@ fn operations(document: &Value) -> Result<Vec<Operation>> {
 // ---------------------------------------------------------------------------------
 
 const WORDS: &[&str] = &[
-    "red", "shoe", "river", "cruise", "museum", "tour", "wine", "tasting", "family", "kids", "cheap", "under",
-    "50", "euros", "boat", "night", "walking", "food", "city", "castle", "hiking", "sunset", "private",
-    "group", "art", "history", "not", "without", "with", "cheaper", "than", "100", "best", "new", "and", "or",
-    "1990s", "comedy", "drama", "in", "French", "for", "two", "adults", "please", ".5", "€20", "$30",
+    "red", "shoe", "river", "cruise", "museum", "tour", "wine", "tasting", "family", "kids", "cheap", "under", "50",
+    "euros", "boat", "night", "walking", "food", "city", "castle", "hiking", "sunset", "private", "group", "art",
+    "history", "not", "without", "with", "cheaper", "than", "100", "best", "new", "and", "or", "1990s", "comedy",
+    "drama", "in", "French", "for", "two", "adults", "please", ".5", "€20", "$30",
 ];
 const EVENT_TYPES: &[&str] = &[
-    "page_view", "module_view", "impression", "click", "conversion", "dwell_time", "scroll", "view",
-    "purchase", "add_to_cart", "search", "browse", "media_pause", "custom_thing",
+    "page_view",
+    "module_view",
+    "impression",
+    "click",
+    "conversion",
+    "dwell_time",
+    "scroll",
+    "view",
+    "purchase",
+    "add_to_cart",
+    "search",
+    "browse",
+    "media_pause",
+    "custom_thing",
 ];
 const MODELS: &[&str] = &[
-    "default", "popularity", "covisit", "affinity", "embedding", "blend", "ltr", "test_model_item_200",
-    "test_model_item_400", "test_model_item_429", "no_such_model",
+    "default",
+    "popularity",
+    "covisit",
+    "affinity",
+    "embedding",
+    "blend",
+    "ltr",
+    "test_model_item_200",
+    "test_model_item_400",
+    "test_model_item_429",
+    "no_such_model",
 ];
 /// The SPEC's mock that answers 503 by definition.
 const MOCK_503: &str = "test_model_item_503";
 const TABLES: &[&str] = &["products", "articles", "offers", "operators", "items", "no_such_table"];
 const FIELDS: &[&str] = &[
-    "name", "title", "description", "price", "currency", "tags", "groups", "availability", "rating",
-    "created_date", "embeddings", "operator_id", "country", "language", "loyalty_tier", "total_orders",
-    "gdpr_consent", "page_type", "query", "color", "size", "year",
+    "name",
+    "title",
+    "description",
+    "price",
+    "currency",
+    "tags",
+    "groups",
+    "availability",
+    "rating",
+    "created_date",
+    "embeddings",
+    "operator_id",
+    "country",
+    "language",
+    "loyalty_tier",
+    "total_orders",
+    "gdpr_consent",
+    "page_type",
+    "query",
+    "color",
+    "size",
+    "year",
 ];
 const SCOPES: &[&str] = &[
-    "recommend", "search", "chat", "embed", "catalog:read", "catalog:write", "users:write", "events:write",
+    "recommend",
+    "search",
+    "chat",
+    "embed",
+    "catalog:read",
+    "catalog:write",
+    "users:write",
+    "events:write",
     "admin",
 ];
 
@@ -282,14 +329,23 @@ async fn seed_world(target: &Target, pools: &mut Pools, seed: u64) -> Result<Str
     let mut sender = target.connect().await?;
     let mut send = async |method: Method, path: &str, body: Value| -> Result<Value> {
         let (status, response) = target
-            .send(&mut sender, method, path, Some("application/json"), body.to_string().into())
+            .send(
+                &mut sender,
+                method,
+                path,
+                Some("application/json"),
+                body.to_string().into(),
+            )
             .await?;
         ensure!(status.is_success(), "seeding {path}: {status}: {}", snippet(&response));
         Ok(serde_json::from_slice(&response).unwrap_or(Value::Null))
     };
     for (table, relations) in [
         ("operators", json!([])),
-        ("products", json!([{"field": "operator_id", "relation_table": "operators"}])),
+        (
+            "products",
+            json!([{"field": "operator_id", "relation_table": "operators"}]),
+        ),
         ("articles", json!([])),
         ("offers", json!([])),
     ] {
@@ -383,7 +439,10 @@ async fn seed_world(target: &Target, pools: &mut Pools, seed: u64) -> Result<Str
         if status == StatusCode::OK && found["items"].as_array().is_some_and(|items| !items.is_empty()) {
             break;
         }
-        ensure!(Instant::now() < deadline, "the server is not ready with a searchable catalog after 60 s");
+        ensure!(
+            Instant::now() < deadline,
+            "the server is not ready with a searchable catalog after 60 s"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(limited)
@@ -503,11 +562,7 @@ impl Gen {
         if depth > 8 {
             return json!("deep");
         }
-        let Effective {
-            schema,
-            name,
-            excluded,
-        } = self.effective(schema, rng);
+        let Effective { schema, name, excluded } = self.effective(schema, rng);
         if let Some(constant) = schema.get("const") {
             return constant.clone();
         }
@@ -615,7 +670,10 @@ impl Gen {
             "EngagementEvent" => {
                 map.insert(
                     "type".into(),
-                    json!(pick(rng, &["view", "click", "purchase", "add_to_cart", "search", "impression"])),
+                    json!(pick(
+                        rng,
+                        &["view", "click", "purchase", "add_to_cart", "search", "impression"]
+                    )),
                 );
                 let mut properties = Map::new();
                 properties.insert("item_id".into(), json!(pick(rng, &pools.items)));
@@ -774,9 +832,35 @@ fn random_bytes(rng: &mut StdRng, length: std::ops::Range<usize>) -> Vec<u8> {
 }
 
 const UNICODE: &[&str] = &[
-    "é", "ß", "中文", "日本語", "한국어", "العربية", "עברית", "🦀", "👩‍👩‍👧‍👦", "🇫🇷", "e\u{301}", "\u{200b}", "\u{200f}",
-    "\u{feff}", "\u{fffd}", "\u{10ffff}", "Ω", "ﬁ", "İ", "ǅ", "\u{202e}abc", "𝕏", "\u{0}", "\u{7f}", "\u{85}",
-    "\u{9f}", "\t", "\n", "\r\n",
+    "é",
+    "ß",
+    "中文",
+    "日本語",
+    "한국어",
+    "العربية",
+    "עברית",
+    "🦀",
+    "👩‍👩‍👧‍👦",
+    "🇫🇷",
+    "e\u{301}",
+    "\u{200b}",
+    "\u{200f}",
+    "\u{feff}",
+    "\u{fffd}",
+    "\u{10ffff}",
+    "Ω",
+    "ﬁ",
+    "İ",
+    "ǅ",
+    "\u{202e}abc",
+    "𝕏",
+    "\u{0}",
+    "\u{7f}",
+    "\u{85}",
+    "\u{9f}",
+    "\t",
+    "\n",
+    "\r\n",
 ];
 
 fn unicode_string(rng: &mut StdRng, pieces: usize) -> String {
@@ -834,10 +918,38 @@ fn odd_string(rng: &mut StdRng) -> Value {
     json!(pick(
         rng,
         &[
-            "", " ", "NaN", "nan", "Infinity", "-Infinity", "1e999", "-0", "0x10", "true", "null", "undefined",
-            "../../etc/passwd", "%FF", "%00", "<script>alert(1)</script>", "'; DROP TABLE items; --", "{}", "[]",
-            "9999-12-31T23:59:59Z", "10000-01-01T00:00:00Z", "0000-00-00", "2026-13-45T25:61:61Z", "1970-01-01",
-            "-1", "１２３", "\\u0000", "default", "test_model_item_200", "admin", "*", "%s%s%n",
+            "",
+            " ",
+            "NaN",
+            "nan",
+            "Infinity",
+            "-Infinity",
+            "1e999",
+            "-0",
+            "0x10",
+            "true",
+            "null",
+            "undefined",
+            "../../etc/passwd",
+            "%FF",
+            "%00",
+            "<script>alert(1)</script>",
+            "'; DROP TABLE items; --",
+            "{}",
+            "[]",
+            "9999-12-31T23:59:59Z",
+            "10000-01-01T00:00:00Z",
+            "0000-00-00",
+            "2026-13-45T25:61:61Z",
+            "1970-01-01",
+            "-1",
+            "１２３",
+            "\\u0000",
+            "default",
+            "test_model_item_200",
+            "admin",
+            "*",
+            "%s%s%n",
         ]
     ))
 }
@@ -898,7 +1010,11 @@ fn mutant(context: &Gen, rng: &mut StdRng, old: &Value) -> Value {
                 Value::Array(items) if !items.is_empty() => {
                     Value::Array((0..count).map(|index| items[index % items.len()].clone()).collect())
                 }
-                _ => Value::Array((0..count).map(|index| json!(format!("item-{:03}", index % 250))).collect()),
+                _ => Value::Array(
+                    (0..count)
+                        .map(|index| json!(format!("item-{:03}", index % 250)))
+                        .collect(),
+                ),
             }
         }
         80..86 => json!([1, "two", null, {"three": 3}, [4], true, 5.5]),
@@ -1022,10 +1138,35 @@ fn raw_mutation(rng: &mut StdRng, valid: &Value) -> Vec<u8> {
             let token = *pick(
                 rng,
                 &[
-                    "NaN", "Infinity", "-Infinity", "1e999", "-1e999", "123456789012345678901234567890123456789",
-                    "-123456789012345678901234567890123456789", "0x1F", "01", ".5", "+1", "1.", "1e", "tru", "nul",
-                    "'single'", "\"\\ud800\"", "\"\\udc00\\ud800\"", "\"\\u0000\"", "\"\\x41\"", "\"\t\"",
-                    "1.7976931348623157e309", "4.9e-325", "-0", "[,]", "{,}", "[1,]", "{\"a\":1,}", "\"\\uZZZZ\"",
+                    "NaN",
+                    "Infinity",
+                    "-Infinity",
+                    "1e999",
+                    "-1e999",
+                    "123456789012345678901234567890123456789",
+                    "-123456789012345678901234567890123456789",
+                    "0x1F",
+                    "01",
+                    ".5",
+                    "+1",
+                    "1.",
+                    "1e",
+                    "tru",
+                    "nul",
+                    "'single'",
+                    "\"\\ud800\"",
+                    "\"\\udc00\\ud800\"",
+                    "\"\\u0000\"",
+                    "\"\\x41\"",
+                    "\"\t\"",
+                    "1.7976931348623157e309",
+                    "4.9e-325",
+                    "-0",
+                    "[,]",
+                    "{,}",
+                    "[1,]",
+                    "{\"a\":1,}",
+                    "\"\\uZZZZ\"",
                 ],
             );
             spliced(rng, token.as_bytes())
@@ -1046,14 +1187,27 @@ fn raw_mutation(rng: &mut StdRng, valid: &Value) -> Vec<u8> {
         8 => pick(
             rng,
             &[
-                &b""[..], b" ", b"null", b"[]", b"{}", b"0", b"\"text\"", b"true", b"[null]", b"[{}]", b"{\"\":\"\"}",
+                &b""[..],
+                b" ",
+                b"null",
+                b"[]",
+                b"{}",
+                b"0",
+                b"\"text\"",
+                b"true",
+                b"[null]",
+                b"[{}]",
+                b"{\"\":\"\"}",
             ],
         )
         .to_vec(),
         9 => {
             let mut out = text.clone();
             let at = rng.random_range(0..=out.len());
-            let bad: &[u8] = *pick(rng, &[&b"\xff"[..], b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80"]);
+            let bad: &[u8] = *pick(
+                rng,
+                &[&b"\xff"[..], b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80"],
+            );
             out.splice(at..at, bad.iter().copied());
             out
         }
@@ -1192,7 +1346,10 @@ fn authorization(context: &Gen, rng: &mut StdRng, credential: Credential) -> Opt
         ),
         Credential::Limited => (AUTHORIZATION, bearer(&context.limited_key)),
         Credential::Wrong => match rng.random_bool(0.8) {
-            true => (AUTHORIZATION, bearer(&format!("{:032x}{:016x}", rng.random::<u128>(), rng.random::<u64>()))),
+            true => (
+                AUTHORIZATION,
+                bearer(&format!("{:032x}{:016x}", rng.random::<u128>(), rng.random::<u64>())),
+            ),
             false => (
                 HeaderName::from_static("x-api-key"),
                 HeaderValue::from_str(&format!("{:x}", rng.random::<u64>())).expect("hex"),
@@ -1364,7 +1521,11 @@ fn build_request(context: &Gen, rng: &mut StdRng, operation: &Operation, schedul
 
 /// What came back.
 enum Outcome {
-    Answer { status: StatusCode, body: Bytes, close: bool },
+    Answer {
+        status: StatusCode,
+        body: Bytes,
+        close: bool,
+    },
     /// The client could not make an HTTP request of it (never sent).
     Unsendable(String),
     /// The connection failed before the request went out (closed by the server
@@ -1488,7 +1649,9 @@ impl Shared {
     fn pick_operation(&self, rng: &mut StdRng) -> usize {
         let total = *self.cumulative.last().expect("operations");
         let roll = rng.random_range(0.0..total);
-        self.cumulative.partition_point(|&weight| weight <= roll).min(self.operations.len() - 1)
+        self.cumulative
+            .partition_point(|&weight| weight <= roll)
+            .min(self.operations.len() - 1)
     }
 
     fn keep_example(&self, operation: &Operation, request: &FuzzRequest, what: String, received: &[u8]) {
@@ -1499,7 +1662,12 @@ impl Shared {
                 operation: operation.name.clone(),
                 what,
                 credential: request.credential,
-                sent: format!("{} {} ({} bytes) {body}", request.method, request.path.chars().take(200).collect::<String>(), request.body.len()),
+                sent: format!(
+                    "{} {} ({} bytes) {body}",
+                    request.method,
+                    request.path.chars().take(200).collect::<String>(),
+                    request.body.len()
+                ),
                 received: snippet(received),
             });
         }
@@ -1580,13 +1748,23 @@ async fn worker(shared: Arc<Shared>, seed: u64) -> Result<WorkerTally> {
             Ok(Outcome::ClosedBetween(error)) => {
                 entry.closed_between += 1;
                 shared.failures.fetch_add(1, Ordering::Relaxed);
-                shared.keep_example(operation, &request, format!("connection closed between requests: {error}"), b"");
+                shared.keep_example(
+                    operation,
+                    &request,
+                    format!("connection closed between requests: {error}"),
+                    b"",
+                );
                 connection = None;
             }
             Ok(Outcome::Reset(error)) => {
                 entry.resets += 1;
                 shared.failures.fetch_add(1, Ordering::Relaxed);
-                shared.keep_example(operation, &request, format!("connection failed mid-request: {error}"), b"");
+                shared.keep_example(
+                    operation,
+                    &request,
+                    format!("connection failed mid-request: {error}"),
+                    b"",
+                );
                 connection = None;
             }
             Err(_) => {
@@ -1648,7 +1826,10 @@ async fn fuzz(args: &Args, server: &SpawnedServer) -> Result<Report> {
         pools.events.len(),
         pools.key_ids.len() + 1
     );
-    let schemas = document["components"]["schemas"].as_object().cloned().unwrap_or_default();
+    let schemas = document["components"]["schemas"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     let context = Gen {
         schemas,
         pools,
@@ -1798,7 +1979,12 @@ fn goals(report: &Report) -> Vec<Goal> {
             ">= 1,000,000",
             total.sent >= 1_000_000,
         ),
-        Goal::new("responses >= 500", thousands(server_errors as f64), "0", server_errors == 0),
+        Goal::new(
+            "responses >= 500",
+            thousands(server_errors as f64),
+            "0",
+            server_errors == 0,
+        ),
         Goal::new(
             "connections reset mid-request",
             thousands(total.resets as f64),
@@ -1967,7 +2153,10 @@ fn print_report(report: &Report) {
         "connections closed between requests: {}, reset mid-request: {}, hung: {}",
         total.closed_between, total.resets, total.hangs
     );
-    println!("server log: {} panic lines, {} ERROR lines", report.log_panics, report.log_errors);
+    println!(
+        "server log: {} panic lines, {} ERROR lines",
+        report.log_panics, report.log_errors
+    );
     println!(
         "CPU: server {:.0} s, tool {:.0} s over {:.0} s of wall time",
         report.server_cpu_s, report.tool_cpu_s, report.seconds
@@ -2001,7 +2190,10 @@ fn print_report(report: &Report) {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    ensure!(args.bodies > 0 && args.connections > 0, "--bodies and --connections must be > 0");
+    ensure!(
+        args.bodies > 0 && args.connections > 0,
+        "--bodies and --connections must be > 0"
+    );
     let binary = server_binary(args.server_bin.as_ref())?;
     let mut env: Vec<(&str, &str)> = RATE_LIMIT_ENV.to_vec();
     env.push(FAILURES_ENV);

@@ -140,7 +140,11 @@ async fn set_up(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
         })
         .collect();
     post_events(target, &mut sender, &events, SETUP_BATCH).await?;
-    eprintln!("setup: {} items, {} events", thousands(items.len() as f64), thousands(events.len() as f64));
+    eprintln!(
+        "setup: {} items, {} events",
+        thousands(items.len() as f64),
+        thousands(events.len() as f64)
+    );
     Ok(())
 }
 
@@ -148,7 +152,10 @@ fn recommend_bodies(args: &Args, rng: &mut StdRng) -> Result<Vec<Bytes>> {
     (0..BODIES)
         .map(|_| {
             let (uid, sid) = user(rng.random_range(0..args.users));
-            let items: Vec<String> = sample(rng, args.items, 100.min(args.items)).iter().map(item_id).collect();
+            let items: Vec<String> = sample(rng, args.items, 100.min(args.items))
+                .iter()
+                .map(item_id)
+                .collect();
             let body = json!({"user_id": uid, "session_id": sid, "item_ids": items, "model_id": "default"});
             Ok(serde_json::to_vec(&body)?.into())
         })
@@ -177,7 +184,9 @@ fn event_bodies(args: &Args, rng: &mut StdRng) -> Result<Vec<Bytes>> {
 }
 
 /// Counts a response other than `expected` as a failure.
-fn expect(expected: StatusCode) -> impl Fn(usize, StatusCode, &[u8], &mut Tally) -> Result<()> + Clone + Send + 'static {
+fn expect(
+    expected: StatusCode,
+) -> impl Fn(usize, StatusCode, &[u8], &mut Tally) -> Result<()> + Clone + Send + 'static {
     move |_, status, response, tally| {
         if status != expected {
             tally.failures.record(status, response);
@@ -214,7 +223,9 @@ fn read_process(pid: u32, reading: &mut Reading) -> Result<()> {
     reading.rss_mib = field("VmRSS:").unwrap_or(0) as f64 / 1024.0;
     reading.threads = field("Threads:").unwrap_or(0);
     for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
-        let Ok(target) = std::fs::read_link(entry?.path()) else { continue };
+        let Ok(target) = std::fs::read_link(entry?.path()) else {
+            continue;
+        };
         match target.extension().is_some_and(|extension| extension == "sst") {
             true => reading.table_fds += 1,
             false => reading.other_fds += 1,
@@ -227,7 +238,9 @@ fn read_data_dir(directory: &Path, reading: &mut Reading) {
     let mut pending = vec![directory.to_path_buf()];
     let mut bytes = 0u64;
     while let Some(directory) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&directory) else { continue };
+        let Ok(entries) = std::fs::read_dir(&directory) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let Ok(metadata) = entry.metadata() else { continue };
             if metadata.is_dir() {
@@ -256,7 +269,10 @@ struct Soak {
 impl Soak {
     /// The reading at the end of warm-up, and the last one.
     fn ends(&self, args: &Args) -> Option<(&Reading, &Reading)> {
-        let warm = self.readings.iter().rfind(|reading| reading.minute <= args.warmup_minutes + 1e-9)?;
+        let warm = self
+            .readings
+            .iter()
+            .rfind(|reading| reading.minute <= args.warmup_minutes + 1e-9)?;
         Some((warm, self.readings.last()?))
     }
 
@@ -265,12 +281,25 @@ impl Soak {
             return Vec::new();
         };
         let growth = last.rss_mib / warm.rss_mib - 1.0;
-        let after: Vec<&Reading> = self.readings.iter().filter(|reading| reading.minute > warm.minute).collect();
-        let most_other = after.iter().map(|reading| reading.other_fds).max().unwrap_or(warm.other_fds);
+        let after: Vec<&Reading> = self
+            .readings
+            .iter()
+            .filter(|reading| reading.minute > warm.minute)
+            .collect();
+        let most_other = after
+            .iter()
+            .map(|reading| reading.other_fds)
+            .max()
+            .unwrap_or(warm.other_fds);
         vec![
             Goal::new(
                 format!("RSS, minute {:.0} → {:.0}", warm.minute, last.minute),
-                format!("{:.1} → {:.1} MiB ({:+.1}%)", warm.rss_mib, last.rss_mib, growth * 100.0),
+                format!(
+                    "{:.1} → {:.1} MiB ({:+.1}%)",
+                    warm.rss_mib,
+                    last.rss_mib,
+                    growth * 100.0
+                ),
                 "< 5% growth",
                 growth < RSS_GROWTH_TARGET,
             ),
@@ -288,7 +317,11 @@ impl Soak {
             ),
             Goal::new(
                 "failed requests",
-                format!("{} of {}", self.failures, thousands(self.readings.iter().map(|r| r.requests).sum::<usize>() as f64)),
+                format!(
+                    "{} of {}",
+                    self.failures,
+                    thousands(self.readings.iter().map(|r| r.requests).sum::<usize>() as f64)
+                ),
                 "0",
                 self.failures == 0,
             ),
@@ -311,10 +344,22 @@ async fn soak(server: &SpawnedServer, args: &Args, rng: &mut StdRng) -> Result<S
         bodies: Arc::new(event_bodies(args, rng)?),
     };
     let span = Span::Seconds(args.capacity_seconds);
-    let recommend_max = recommend.closed_loop(args.connections, span, expect(StatusCode::OK)).await?;
-    let events_max = events.closed_loop(args.connections, span, expect(StatusCode::ACCEPTED)).await?;
-    ensure!(recommend_max.tally.failures.count == 0, "recommend failed: {:?}", recommend_max.tally.failures.first);
-    ensure!(events_max.tally.failures.count == 0, "events failed: {:?}", events_max.tally.failures.first);
+    let recommend_max = recommend
+        .closed_loop(args.connections, span, expect(StatusCode::OK))
+        .await?;
+    let events_max = events
+        .closed_loop(args.connections, span, expect(StatusCode::ACCEPTED))
+        .await?;
+    ensure!(
+        recommend_max.tally.failures.count == 0,
+        "recommend failed: {:?}",
+        recommend_max.tally.failures.first
+    );
+    ensure!(
+        events_max.tally.failures.count == 0,
+        "events failed: {:?}",
+        events_max.tally.failures.first
+    );
     let share = args.load_fraction / 2.0;
     let mut result = Soak {
         recommend_max: recommend_max.per_sec(),
@@ -333,8 +378,18 @@ async fn soak(server: &SpawnedServer, args: &Args, rng: &mut StdRng) -> Result<S
     let intervals = (args.minutes * 60.0 / args.interval_seconds).round().max(1.0) as usize;
     for _ in 0..intervals {
         let (ours, theirs) = tokio::try_join!(
-            recommend.open_loop(args.connections, result.recommend_rate, args.interval_seconds, expect(StatusCode::OK)),
-            events.open_loop(args.connections, result.events_rate, args.interval_seconds, expect(StatusCode::ACCEPTED)),
+            recommend.open_loop(
+                args.connections,
+                result.recommend_rate,
+                args.interval_seconds,
+                expect(StatusCode::OK)
+            ),
+            events.open_loop(
+                args.connections,
+                result.events_rate,
+                args.interval_seconds,
+                expect(StatusCode::ACCEPTED)
+            ),
         )?;
         let mut reading = Reading {
             minute: started.elapsed().as_secs_f64() / 60.0,
@@ -418,8 +473,14 @@ fn markdown_section(args: &Args, soak: &Soak) -> String {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    ensure!(args.minutes > args.warmup_minutes && args.interval_seconds > 0.0, "--minutes must exceed --warmup-minutes");
-    ensure!(args.load_fraction > 0.0 && args.load_fraction <= 1.0, "--load-fraction must be in (0, 1]");
+    ensure!(
+        args.minutes > args.warmup_minutes && args.interval_seconds > 0.0,
+        "--minutes must exceed --warmup-minutes"
+    );
+    ensure!(
+        args.load_fraction > 0.0 && args.load_fraction <= 1.0,
+        "--load-fraction must be in (0, 1]"
+    );
     let binary = server_binary(args.server_bin.as_ref())?;
     let mut rng = StdRng::seed_from_u64(args.seed);
     let mut env = RATE_LIMIT_ENV.to_vec();

@@ -186,9 +186,9 @@ impl RateLimits {
                 Arc::new(RateLimiter::direct(quota))
             })
             .clone();
-        limiter
-            .check()
-            .map_err(|not_until| ApiError::RateLimited(whole_seconds(not_until.wait_time_from(DefaultClock::default().now()))))
+        limiter.check().map_err(|not_until| {
+            ApiError::RateLimited(whole_seconds(not_until.wait_time_from(DefaultClock::default().now())))
+        })
     }
 
     /// Forgets a key's bucket (after revocation).

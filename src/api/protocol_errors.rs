@@ -57,12 +57,22 @@ fn with_body(written: &[u8]) -> Option<Vec<u8>> {
     let (code, message) = error_body(status)?;
     let headers: Vec<&str> = lines.collect();
     let is_empty = |line: &&str| line.eq_ignore_ascii_case("content-length: 0");
-    if !headers.iter().any(is_empty) || headers.iter().any(|line| line.to_ascii_lowercase().starts_with("content-type:")) {
+    if !headers.iter().any(is_empty)
+        || headers
+            .iter()
+            .any(|line| line.to_ascii_lowercase().starts_with("content-type:"))
+    {
         return None;
     }
     let body = serde_json::json!({ "code": code, "message": message }).to_string();
-    let mut answer = format!("{status_line}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
-    for line in headers.iter().filter(|line| !is_empty(line) && !line.to_ascii_lowercase().starts_with("connection:")) {
+    let mut answer = format!(
+        "{status_line}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for line in headers
+        .iter()
+        .filter(|line| !is_empty(line) && !line.to_ascii_lowercase().starts_with("connection:"))
+    {
         answer.push_str(line);
         answer.push_str("\r\n");
     }
@@ -127,8 +137,14 @@ mod tests {
         let hyper = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: Wed, 25 Nov 2026 10:00:00 GMT\r\n\r\n";
         let answer = String::from_utf8(with_body(hyper).expect("rewritten")).unwrap();
         let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-        assert!(head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"), "{head}");
-        assert!(head.contains("content-type: application/json") && head.contains("date: Wed"), "{head}");
+        assert!(
+            head.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+            "{head}"
+        );
+        assert!(
+            head.contains("content-type: application/json") && head.contains("date: Wed"),
+            "{head}"
+        );
         assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
         let body: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(body["code"], "headers_too_large");

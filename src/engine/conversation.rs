@@ -312,7 +312,10 @@ fn conversations_naming(
         let prefix = layout::conversations_prefix(shard);
         for entry in storage.scan_prefix(Cf::State, &prefix) {
             let (key, bytes) = entry?;
-            if !needles.iter().any(|needle| memchr::memmem::find(&bytes, needle).is_some()) {
+            if !needles
+                .iter()
+                .any(|needle| memchr::memmem::find(&bytes, needle).is_some())
+            {
                 continue;
             }
             match serde_json::from_slice::<ConversationState>(&bytes) {

@@ -36,9 +36,9 @@ pub use catalog_shard::{CatalogShard, RowResult};
 pub use catalog_shard::{Conversion, MAX_FAILED_IDS};
 use catalog_shard::{ConvertField, ConvertMode, DeleteItem, DropTableRows, PatchRow, PutTable, UpsertRows};
 pub use forget::{DeleteUserError, UserRemoval};
-pub use purge::Purger;
 pub use live_actor::{LiveActor, SessionActor, UserActor};
 pub use live_state_error::LiveStateError;
+pub use purge::Purger;
 pub use shard_host::Projection;
 use shard_host::{
     CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost,

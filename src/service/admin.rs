@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::{ServiceError, Services};
-pub use crate::api_keys::{ApiKey, AuthFailure, NewKey};
 use crate::api_keys::KeyStore;
+pub use crate::api_keys::{ApiKey, AuthFailure, NewKey};
 use crate::stream::catalog_log::CatalogChange;
 use crate::training::RetrainReport;
 

@@ -46,9 +46,7 @@ impl Services {
             .forget(uid, &records.sessions)
             .await
             .map_err(|error| ServiceError::Unavailable(format!("conversations were not all removed: {error}")))?;
-        self.purger
-            .schedule(&records.shards)
-            .map_err(CatalogError::from)?;
+        self.purger.schedule(&records.shards).map_err(CatalogError::from)?;
         self.replicate(vec![CatalogChange::DeleteUser {
             uid: uid.to_owned(),
             sessions: records.sessions.clone(),

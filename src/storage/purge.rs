@@ -42,7 +42,9 @@ impl Storage {
         let started = Instant::now();
         let ranges = self.compact_shards(shards)?;
         Ok(PurgeReport {
-            shards: shards.map(|shards| shards.iter().copied().collect()).unwrap_or_default(),
+            shards: shards
+                .map(|shards| shards.iter().copied().collect())
+                .unwrap_or_default(),
             ranges,
             took_ms: duration_ms(started.elapsed()),
         })
@@ -68,8 +70,12 @@ impl Storage {
                     for shard in shards {
                         let from = shard.to_be_bytes();
                         let to = shard.checked_add(1).map(ShardId::to_be_bytes);
-                        self.db
-                            .compact_range_cf_opt(self.cf(cf), Some(&from[..]), to.as_ref().map(|to| &to[..]), &options);
+                        self.db.compact_range_cf_opt(
+                            self.cf(cf),
+                            Some(&from[..]),
+                            to.as_ref().map(|to| &to[..]),
+                            &options,
+                        );
                         ranges += 1;
                     }
                 }

@@ -19,7 +19,13 @@ extern "C" {
 /// One entry: the internal key (user key, then 8 bytes of sequence and kind) and the value.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
-extern "C" fn collect(context: *mut c_void, key: *const c_char, key_length: usize, value: *const c_char, value_length: usize) {
+extern "C" fn collect(
+    context: *mut c_void,
+    key: *const c_char,
+    key_length: usize,
+    value: *const c_char,
+    value_length: usize,
+) {
     // SAFETY: `context` is the `Vec` passed by `entries` for the duration of the scan;
     // RocksDB hands valid slices of the given lengths, alive during the call.
     unsafe {
