@@ -129,6 +129,25 @@ pub struct StorageConfig {
     /// from the files (deletions meanwhile share the purge), in ms.
     #[serde(default = "default_purge_delay_ms")]
     pub purge_delay_ms: u64,
+    /// RocksDB's memory in MiB: its block cache, to which the memtables are charged
+    /// (they flush at half of it).
+    #[serde(default = "default_storage_memory_mb")]
+    pub memory_mb: u64,
+}
+
+impl StorageConfig {
+    /// How the database is opened; rankings are kept `ranking_retention`.
+    pub fn settings(&self, ranking_retention: std::time::Duration) -> crate::storage::Settings {
+        crate::storage::Settings {
+            durability: self.durability,
+            ranking_retention,
+            memory_bytes: usize::try_from(self.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+fn default_storage_memory_mb() -> u64 {
+    (crate::storage::DEFAULT_MEMORY_BYTES >> 20) as u64
 }
 
 fn default_purge_delay_ms() -> u64 {
@@ -339,6 +358,12 @@ impl Config {
         }
         if self.server.body_limit_bytes == 0 {
             problems.push("server.body_limit_bytes must be > 0".to_owned());
+        }
+        if self.storage.memory_mb < 16 {
+            problems.push(format!(
+                "storage.memory_mb must be >= 16, not {}",
+                self.storage.memory_mb
+            ));
         }
         if self.server.request_timeout_ms == 0 {
             problems.push("server.request_timeout_ms must be > 0".to_owned());

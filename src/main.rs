@@ -187,8 +187,8 @@ fn load_config(common: &CommonArgs) -> anyhow::Result<Config> {
 
 fn keys_command(config: &Config, action: KeysAction) -> anyhow::Result<()> {
     let retention = config.training.ranking_retention();
-    let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
-        .with_context(|| {
+    let storage =
+        Storage::open_with(&config.storage.data_dir, config.storage.settings(retention)).with_context(|| {
             format!(
                 "opening {} (is a server running on it?)",
                 config.storage.data_dir.display()

@@ -87,7 +87,7 @@ impl Node {
         let ownership = Ownership::new(&me, epoch, current, &[]);
         let cluster = Arc::new(Cluster::new(ownership.clone(), clustered, &config.node));
         let retention = config.training.ranking_retention();
-        let storage = Storage::open_retaining(&config.storage.data_dir, config.storage.durability, retention)
+        let storage = Storage::open_with(&config.storage.data_dir, config.storage.settings(retention))
             .with_context(|| format!("opening the data directory {}", config.storage.data_dir.display()))?;
         let keys = Arc::new(KeyStore::load(storage.clone(), clock.clone())?);
         if let Some(secret) = keys.bootstrap_admin(admin_secret)? {

@@ -120,3 +120,48 @@ fn a_chat_message_with_a_leading_point_is_answered() {
         assert!(body["message"].is_string(), "{body}");
     }
 }
+
+/// Body fuzzing (bench-fuzz) found this: a request refused before its body is read
+/// (no key, unknown route, too large) whose body announces more than the server drains
+/// (1 MiB) got its answer without `Connection: close`, and then the connection closed;
+/// a keep-alive client sent its next request on it and lost that request.
+#[test]
+fn a_refused_body_the_server_will_not_read_is_answered_with_connection_close() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    let server = TestServer::start();
+    let address = server.base_url.trim_start_matches("http://").to_string();
+    let key = format!("Authorization: Bearer {}\r\n", server.admin_key);
+    for (case, auth, length, status) in [
+        ("no key, 2 MiB announced", String::new(), 2 << 20, 401),
+        ("over the body limit", key.clone(), 17 << 20, 413),
+        (
+            "no key, 1 KiB announced (drained: stays open)",
+            String::new(),
+            1024,
+            401,
+        ),
+    ] {
+        let mut stream = TcpStream::connect(&address).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let head = format!(
+            "POST /v1/search HTTP/1.1\r\nHost: {address}\r\n{auth}Content-Type: application/json\r\n\
+             Content-Length: {length}\r\n\r\n{{\"query\": \""
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        // The answer comes from the head alone.
+        let mut response = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !response.windows(4).any(|window| window == b"\r\n\r\n") {
+            let read = stream.read(&mut buffer).expect("an answer");
+            assert!(read > 0, "{case}: closed without an answer");
+            response.extend_from_slice(&buffer[..read]);
+        }
+        let text = String::from_utf8_lossy(&response).to_ascii_lowercase();
+        assert!(text.starts_with(&format!("http/1.1 {status}")), "{case}: {text}");
+        let closes = text.contains("\r\nconnection: close\r\n");
+        assert_eq!(closes, length > 1 << 20, "{case}: {text}");
+    }
+}

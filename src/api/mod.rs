@@ -39,7 +39,7 @@ use futures::FutureExt;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body as _;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{HeaderMap, Method, Request, Response, StatusCode};
@@ -222,11 +222,16 @@ async fn route(
     let (endpoint, params) = match admit(state, matched, &parts, client) {
         Ok(admitted) => admitted,
         Err(error) => {
-            discard(body, content_length(&parts.headers));
-            return Err(error);
+            let announced = content_length(&parts.headers);
+            discard(body, announced);
+            return Ok(refusal(error, announced));
         }
     };
-    let body = read_body(&parts.headers, body, state.config.body_limit_bytes).await?;
+    let body = match read_body(&parts.headers, body, state.config.body_limit_bytes).await {
+        Ok(body) => body,
+        Err(error @ ApiError::PayloadTooLarge(_)) => return Ok(refusal(error, content_length(&parts.headers))),
+        Err(error) => return Err(error),
+    };
     let request = ApiRequest {
         method: parts.method,
         path: parts.uri.path().to_owned(),
@@ -342,6 +347,21 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// The answer to a request refused before its body was read. When [`discard`] will
+/// not read that body (it announced more than `DISCARD_LIMIT_BYTES`), hyper closes the
+/// connection after the answer: the answer says `Connection: close`, so that a
+/// keep-alive client does not send its next request on a connection about to close
+/// (and lose it).
+fn refusal(error: ApiError, announced: Option<u64>) -> HttpResponse {
+    let mut response = error.into_response();
+    if announced.is_some_and(|length| length > DISCARD_LIMIT_BYTES) {
+        response
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// Most bytes of a refused body that `discard` reads.

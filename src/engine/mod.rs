@@ -748,6 +748,11 @@ impl Engine {
         self.tables.get(name).is_some()
     }
 
+    /// What the database holds in memory now.
+    pub fn storage_memory(&self) -> crate::storage::MemoryUse {
+        self.storage.memory()
+    }
+
     /// The number of shards.
     pub fn shard_count(&self) -> u16 {
         self.shard_count

@@ -86,6 +86,7 @@ impl Services {
             "chat": self.chat.stats_json(),
             "cluster": self.cluster_stats(),
             "purge": { "runs": self.purger.runs(), "pending_shards": self.purger.pending() },
+            "storage": { "memory": self.engine.storage_memory() },
         })
     }
 

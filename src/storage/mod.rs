@@ -22,6 +22,8 @@ use std::time::Duration;
 
 use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 
+use serde::Serialize;
+
 use crate::config::Durability;
 
 /// A kind of record, stored in its own column family.
@@ -116,6 +118,10 @@ pub type Entry = (Box<[u8]>, Box<[u8]>);
 pub struct Storage {
     db: Arc<DB>,
     durability: Durability,
+    /// The block cache; the memtables are charged to it (see [`Settings::memory_bytes`]).
+    cache: rocksdb::Cache,
+    /// The cache's capacity.
+    memory_bytes: usize,
     /// Failures to inject, by column family (unit tests only).
     #[cfg(test)]
     faults: Arc<faults::Faults>,
@@ -128,19 +134,60 @@ pub const DEFAULT_RANKING_RETENTION: Duration = Duration::from_secs(7 * 24 * 360
 /// even within the retention (a disk guard for sustained peak load).
 const MAX_RANKING_BYTES: u64 = 16 << 30;
 
+/// How the node's database is opened.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub durability: Durability,
+    /// Rankings older than this are dropped.
+    pub ranking_retention: Duration,
+    /// RocksDB's memory: the block cache's capacity, with the memtables charged to it
+    /// (they hold at most half of it before flushing). Index and filter blocks live in
+    /// the cache too, so this bounds all of RocksDB's memory but the table files' own
+    /// small readers and the memtables' overshoot while a flush runs.
+    pub memory_bytes: usize,
+}
+
+/// RocksDB's memory unless configured (`storage.memory_mb`).
+pub const DEFAULT_MEMORY_BYTES: usize = 256 << 20;
+
+impl Settings {
+    /// Defaults but for durability.
+    pub fn new(durability: Durability) -> Settings {
+        Settings {
+            durability,
+            ranking_retention: DEFAULT_RANKING_RETENTION,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+        }
+    }
+}
+
+/// What RocksDB holds in memory now, in bytes (`/v1/admin/stats` `storage`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct MemoryUse {
+    /// The block cache's capacity: the bound of the next three but the readers.
+    pub capacity: usize,
+    /// Everything charged to the cache: blocks, index and filter blocks, memtables.
+    pub cache: usize,
+    /// Memtables, active and being flushed, of every column family.
+    pub memtables: u64,
+    /// Table readers outside the cache.
+    pub table_readers: u64,
+}
+
 impl Storage {
-    /// Opens (creating if needed) the database under `path`, keeping rankings
-    /// [`DEFAULT_RANKING_RETENTION`].
+    /// Opens (creating if needed) the database under `path`, with default settings
+    /// but for durability.
     pub fn open(path: &Path, durability: Durability) -> Result<Storage, StorageError> {
-        Storage::open_retaining(path, durability, DEFAULT_RANKING_RETENTION)
+        Storage::open_with(path, Settings::new(durability))
     }
 
-    /// Opens the database under `path`; rankings older than `ranking_retention` are dropped.
-    pub fn open_retaining(
-        path: &Path,
-        durability: Durability,
-        ranking_retention: Duration,
-    ) -> Result<Storage, StorageError> {
+    /// Opens (creating if needed) the database under `path`.
+    pub fn open_with(path: &Path, settings: Settings) -> Result<Storage, StorageError> {
+        let Settings {
+            durability,
+            ranking_retention,
+            memory_bytes,
+        } = settings;
         // Every MANIFEST write (a flush, a compaction) starts a new MANIFEST holding
         // only the live files, so that the key bounds of files a purge rewrote leave it
         // with the next write (`purge`). A few KB to a few hundred KB per write, at the
@@ -153,7 +200,12 @@ impl Storage {
         options.set_compression_type(rocksdb::DBCompressionType::Lz4);
         // Shared block cache; bloom filters make the many point reads that miss
         // (an event id not seen before, an item absent from a table) skip files.
-        let cache = rocksdb::Cache::new_lru_cache(256 << 20);
+        let cache = rocksdb::Cache::new_lru_cache(memory_bytes);
+        // Memtables count against the cache, so that memory stays flat under any mix of
+        // writes across the families (each may otherwise fill 2 × 64 MB).
+        let write_buffers =
+            rocksdb::WriteBufferManager::new_write_buffer_manager_with_cache(memory_bytes / 2, false, cache.clone());
+        options.set_write_buffer_manager(&write_buffers);
         let descriptors = Cf::ALL.iter().map(|cf| {
             let mut table = rocksdb::BlockBasedOptions::default();
             table.set_block_cache(&cache);
@@ -173,9 +225,27 @@ impl Storage {
         Ok(Storage {
             db: Arc::new(db),
             durability,
+            cache,
+            memory_bytes,
             #[cfg(test)]
             faults: Arc::default(),
         })
+    }
+
+    /// What RocksDB holds in memory now.
+    pub fn memory(&self) -> MemoryUse {
+        let sum = |property: &str| -> u64 {
+            Cf::ALL
+                .iter()
+                .filter_map(|cf| self.db.property_int_value_cf(self.cf(*cf), property).ok().flatten())
+                .sum()
+        };
+        MemoryUse {
+            capacity: self.memory_bytes,
+            cache: self.cache.get_usage(),
+            memtables: sum("rocksdb.cur-size-all-mem-tables"),
+            table_readers: sum("rocksdb.estimate-table-readers-mem"),
+        }
     }
 
     fn cf(&self, cf: Cf) -> &ColumnFamily {
@@ -374,10 +444,54 @@ mod tests {
         assert_eq!(got, vec![Some(b"z".to_vec()), None]);
     }
 
+    /// Without the write buffer manager, 48 MB of events would sit in a 64 MB memtable.
+    #[test]
+    fn memtables_are_bounded_by_the_memory_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory_bytes = 32 << 20;
+        let storage = Storage::open_with(
+            dir.path(),
+            Settings {
+                memory_bytes,
+                ..Settings::new(Durability::Async)
+            },
+        )
+        .unwrap();
+        let value = vec![7u8; 1024];
+        for chunk in 0..48u32 {
+            let mut batch = storage.batch();
+            for index in 0..1024u32 {
+                batch.put(Cf::Events, &[chunk.to_be_bytes(), index.to_be_bytes()].concat(), &value);
+            }
+            batch.commit().unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let memory = storage.memory();
+            assert_eq!(memory.capacity, memory_bytes);
+            if memory.memtables < (memory_bytes as u64) * 3 / 4 {
+                assert!(memory.cache > 0, "{memory:?}");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "memtables not flushed: {memory:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     #[test]
     fn rankings_past_the_retention_are_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let storage = Storage::open_retaining(dir.path(), Durability::Sync, Duration::from_secs(1)).unwrap();
+        let storage = Storage::open_with(
+            dir.path(),
+            Settings {
+                ranking_retention: Duration::from_secs(1),
+                ..Settings::new(Durability::Sync)
+            },
+        )
+        .unwrap();
         let put = |key: &[u8]| {
             let mut batch = storage.batch();
             batch.put(Cf::Rankings, key, b"shown");
