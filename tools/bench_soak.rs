@@ -210,6 +210,21 @@ struct Reading {
     events_p99: f64,
     requests: usize,
     failures: usize,
+    /// RocksDB's memory from `/v1/admin/stats` (`storage.memory`): all charged to the
+    /// block cache, and the memtables among it, MiB.
+    rocksdb_cache_mib: f64,
+    rocksdb_memtables_mib: f64,
+}
+
+async fn read_storage_memory(target: &Target, reading: &mut Reading) -> Result<()> {
+    let mut connection = target.connect().await?;
+    let (status, body) = target.get(&mut connection, "/v1/admin/stats").await?;
+    ensure!(status == StatusCode::OK, "GET /v1/admin/stats answered {status}");
+    let stats: Value = serde_json::from_slice(&body)?;
+    let mib = |name: &str| stats["storage"]["memory"][name].as_f64().unwrap_or(0.0) / (1 << 20) as f64;
+    reading.rocksdb_cache_mib = mib("cache");
+    reading.rocksdb_memtables_mib = mib("memtables");
+    Ok(())
 }
 
 fn read_process(pid: u32, reading: &mut Reading) -> Result<()> {
@@ -408,6 +423,7 @@ async fn soak(server: &SpawnedServer, args: &Args, rng: &mut StdRng) -> Result<S
             .or(theirs.tally.failures.first);
         read_process(pid, &mut reading)?;
         read_data_dir(&server.dir.join("data"), &mut reading);
+        read_storage_memory(&target, &mut reading).await?;
         eprintln!("{reading:?}");
         result.readings.push(reading);
     }
@@ -445,8 +461,8 @@ fn markdown_section(args: &Args, soak: &Soak) -> String {
         out.push_str(&format!("\nFirst failure: `{first}`\n"));
     }
     out.push_str(
-        "\n| minute | RSS MiB | threads | open files (tables / other) | SST files | data MiB | recommend p50 / p99 | events p99 | requests | failed |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+        "\n| minute | RSS MiB | RocksDB cache / memtables MiB | threads | open files (tables / other) | SST files | data MiB | recommend p50 / p99 | events p99 | requests | failed |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let every = (soak.readings.len() / 12).max(1);
     for (index, reading) in soak.readings.iter().enumerate() {
@@ -456,6 +472,10 @@ fn markdown_section(args: &Args, soak: &Soak) -> String {
         out.push_str(&markdown_row(&[
             format!("{:.1}", reading.minute),
             format!("{:.1}", reading.rss_mib),
+            format!(
+                "{:.1} / {:.1}",
+                reading.rocksdb_cache_mib, reading.rocksdb_memtables_mib
+            ),
             reading.threads.to_string(),
             format!("{} / {}", reading.table_fds, reading.other_fds),
             reading.sst_files.to_string(),
