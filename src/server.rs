@@ -22,7 +22,7 @@ use crate::service::cluster::Cluster;
 use crate::service::moves::{phases_at_start, Mover};
 use crate::service::{RankingStats, Services};
 use crate::storage::Storage;
-use crate::stream::catalog_log::{follow_catalog_log, CatalogLog};
+use crate::stream::catalog_log::{follow_catalog_log, CatalogLog, Replica};
 use crate::stream::learner_feed::follow_other_partitions;
 use crate::stream::{start_consumer, topology_log, EventProducer, Producer, SharedStats};
 use crate::topology::{Ownership, Topology, SINGLE_TOML};
@@ -186,6 +186,7 @@ impl Node {
             tasks.push(consumer);
             consumer_control = Some(control);
         }
+        let purger = Purger::start(storage.clone(), config.storage.purge_delay_ms)?;
         // In a cluster, every node applies the catalog, user and key writes of the others.
         let catalog_log = match cluster.is_multi_node() {
             true => {
@@ -194,8 +195,12 @@ impl Node {
                     follow_catalog_log(
                         kafka.clone(),
                         cluster.me().to_owned(),
-                        engine.clone(),
-                        keys.clone(),
+                        Replica {
+                            engine: engine.clone(),
+                            keys: keys.clone(),
+                            conversations: chat.conversations.clone(),
+                            purger: purger.clone(),
+                        },
                         log.stats.clone(),
                     )
                     .await?,
@@ -219,7 +224,6 @@ impl Node {
             let topologies = topology_log::follow(kafka, topology_offset)?;
             tasks.push(tokio::spawn(mover.run(topologies)));
         }
-        let purger = Purger::start(storage.clone(), config.storage.purge_delay_ms)?;
         let services = Arc::new(Services {
             engine,
             keys,

@@ -305,6 +305,37 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
     assert!(rebuilt < total, "the rebuild read node a's log only: {}", reply.1);
     wait_learned(&cluster, learned);
 
+    // A user deleted through one node is forgotten on every node: a conversation held
+    // in one of their sessions, on the node owning the session (not the user's), starts
+    // over there.
+    let (sid, uid) = &pairs[0];
+    let ask = |message: &str| {
+        let body = json!({"message": message, "session_id": sid, "conversation_id": "cluster-chat"});
+        assert_status(&cluster.nodes[0].admin_post("/chat", body), 200, message)["constraints"].clone()
+    };
+    let first = ask("something under 10 dollars");
+    assert!(first["max_price"].is_object(), "the price is read: {first}");
+    let through = (0..3).find(|n| *n != cluster.owner(sid)).expect("another node");
+    let reply = cluster.nodes[through].admin_delete(&format!("/v1/users/{uid}"));
+    assert_status(&reply, 200, "delete the user");
+    poll_until(
+        Duration::from_secs(20),
+        "the conversation forgotten on the session's node",
+        || {
+            let constraints = ask("more");
+            match constraints.get("max_price").is_none_or(Value::is_null) {
+                true => Ok(()),
+                false => Err(constraints.to_string()),
+            }
+        },
+    );
+    for node in &cluster.nodes {
+        let reply = node.admin_get(&common::user_state_path(uid));
+        assert_eq!(reply.0, StatusCode::NOT_FOUND, "{uid} after the deletion: {}", reply.1);
+        let reply = node.admin_get(&common::session_path(sid));
+        assert_eq!(reply.0, StatusCode::NOT_FOUND, "{sid} after the deletion: {}", reply.1);
+    }
+
     // Node c dies: its keys answer 503 with Retry-After on every other node, all
     // others keep working.
     cluster.nodes[2].kill();

@@ -104,6 +104,10 @@ struct Args {
     /// Write (or replace) the `## Fuzzing: one million bodies` section of this Markdown file.
     #[arg(long)]
     write_markdown: Option<PathBuf>,
+    /// Exit with an error when a target other than the number of bodies is missed, or
+    /// the server logged a panic: for a bounded slice of the run in the tests.
+    #[arg(long)]
+    check: bool,
 }
 
 // ---------------------------------------------------------------------------------
@@ -2258,6 +2262,21 @@ async fn main() -> Result<()> {
     print_report(&report);
     if let Some(path) = &args.write_markdown {
         publish_section(path, MARKDOWN_HEADING, &markdown_section(&args, &report), Some(&INDEX))?;
+    }
+    if args.check {
+        // The first goal is the number of bodies: a slice sends fewer.
+        let missed: Vec<String> = goals(&report)
+            .into_iter()
+            .skip(1)
+            .filter(|goal| !goal.met)
+            .map(|goal| format!("{}: {}", goal.measurement, goal.result))
+            .collect();
+        ensure!(missed.is_empty(), "targets missed: {}", missed.join("; "));
+        ensure!(
+            report.log_panics == 0,
+            "the server logged {} panic lines",
+            report.log_panics
+        );
     }
     Ok(())
 }

@@ -27,7 +27,9 @@ use super::{client_config, StreamError};
 use crate::api_keys::{ApiKey, KeyStore};
 use crate::config::KafkaConfig;
 use crate::engine::catalog::{FieldType, Relation, RowKind};
+use crate::engine::conversation::Conversations;
 use crate::engine::Engine;
+use crate::engine::Purger;
 
 /// Header naming the node that accepted a write.
 const ORIGIN_HEADER: &str = "rankstream-origin";
@@ -193,15 +195,25 @@ impl CatalogLog {
     }
 }
 
+/// What the other nodes' writes are applied to.
+pub struct Replica {
+    pub engine: Arc<Engine>,
+    pub keys: Arc<KeyStore>,
+    /// A deleted user's conversations held on this node go with them.
+    pub conversations: Arc<Conversations>,
+    /// A deleted user's records are purged from this node's files too.
+    pub purger: Arc<Purger>,
+}
+
 /// Starts applying the other nodes' writes from the offset stored with this node's
 /// state (the log's beginning the first time), in a task that runs until aborted.
 pub async fn follow_catalog_log(
     config: KafkaConfig,
     origin: String,
-    engine: Arc<Engine>,
-    keys: Arc<KeyStore>,
+    replica: Replica,
     stats: Arc<ReplicationStats>,
 ) -> Result<tokio::task::JoinHandle<()>, StreamError> {
+    let engine = replica.engine.clone();
     let consumer: StreamConsumer = client_config(&config)
         .set("group.id", format!("{}-catalog-{origin}", config.group_id))
         .set("enable.auto.commit", "false")
@@ -238,7 +250,7 @@ pub async fn follow_catalog_log(
                 }
             };
             if origin_of(&message).as_deref() != Some(origin.as_str()) {
-                apply_message(&engine, &keys, &stats, &message).await;
+                apply_message(&replica, &stats, &message).await;
             }
             let offsets = [(PARTITION as u16, topic.as_str(), message.offset() + 1)];
             if let Err(error) = engine.store_stream_offsets(offsets.into_iter()).await {
@@ -302,7 +314,7 @@ fn origin_of(message: &OwnedMessage) -> Option<String> {
 }
 
 /// Applies one write of another node, retrying while this node cannot take it.
-async fn apply_message(engine: &Engine, keys: &KeyStore, stats: &ReplicationStats, message: &OwnedMessage) {
+async fn apply_message(replica: &Replica, stats: &ReplicationStats, message: &OwnedMessage) {
     let Some(change) = message
         .payload()
         .and_then(|payload| serde_json::from_slice::<CatalogChange>(payload).ok())
@@ -315,7 +327,7 @@ async fn apply_message(engine: &Engine, keys: &KeyStore, stats: &ReplicationStat
         return;
     };
     loop {
-        match apply(engine, keys, change.clone()).await {
+        match apply(replica, change.clone()).await {
             Ok(()) => break,
             Err(Failure::Passing(reason)) => {
                 tracing::warn!(%reason, "applying a catalog write failed; retrying");
@@ -344,8 +356,9 @@ enum Failure {
     Refused(String),
 }
 
-async fn apply(engine: &Engine, keys: &KeyStore, change: CatalogChange) -> Result<(), Failure> {
+async fn apply(replica: &Replica, change: CatalogChange) -> Result<(), Failure> {
     use crate::engine::catalog::CatalogError;
+    let (engine, keys) = (&replica.engine, &replica.keys);
     let catalog = |error: CatalogError| match error {
         CatalogError::Unavailable(reason) => Failure::Passing(reason),
         CatalogError::Storage(error) => Failure::Passing(error.to_string()),
@@ -381,10 +394,7 @@ async fn apply(engine: &Engine, keys: &KeyStore, change: CatalogChange) -> Resul
         CatalogChange::DeleteItem { table, id, purge } => {
             done_if_gone(engine.delete_item(&table, &id, purge).await.map_err(catalog))
         }
-        CatalogChange::DeleteUser { uid, sessions } => match engine.delete_user(&uid, &sessions).await {
-            Ok(_) => Ok(()),
-            Err(error) => done_if_gone(Err(deletion(error))),
-        },
+        CatalogChange::DeleteUser { uid, sessions } => forget_user(replica, &uid, sessions).await,
         CatalogChange::PutKey { key } => keys
             .put_replicated(key)
             .map_err(|error| Failure::Passing(error.to_string())),
@@ -402,6 +412,27 @@ async fn upsert(engine: &Engine, kind: RowKind, row: Value) -> Result<(), crate:
         .pop()
         .expect("one result per row")
         .map(drop)
+}
+
+/// A user deleted on another node: their records here, the conversations held here
+/// with them or their sessions, and (later) the purge of this node's files. A user
+/// already gone here still has their conversations looked for (a retry after a
+/// partial failure).
+async fn forget_user(replica: &Replica, uid: &str, sessions: Vec<String>) -> Result<(), Failure> {
+    let (sessions, shards) = match replica.engine.delete_user(uid, &sessions).await {
+        Ok(removal) => (removal.sessions, removal.shards),
+        Err(error) => match deletion(error) {
+            Failure::Refused(reason) if reason.is_empty() => (sessions, Default::default()),
+            failure => return Err(failure),
+        },
+    };
+    let passing = |error: &dyn std::fmt::Display| Failure::Passing(error.to_string());
+    replica
+        .conversations
+        .forget(uid, &sessions)
+        .await
+        .map_err(|error| passing(&error))?;
+    replica.purger.schedule(&shards).map_err(|error| passing(&error))
 }
 
 fn deletion(error: crate::engine::DeleteUserError) -> Failure {

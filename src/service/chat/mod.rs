@@ -49,7 +49,7 @@ const LLM_DESCRIPTION_CHARS: usize = 200;
 
 /// The chat use case's shared parts.
 pub struct ChatService {
-    pub conversations: Conversations,
+    pub conversations: Arc<Conversations>,
     config: ChatConfig,
     /// Writes replies when an LLM is configured (the composed reply is the fallback).
     llm: Option<Arc<dyn ReplyWriter>>,
@@ -83,7 +83,7 @@ impl ChatService {
             ask_timeout_ms: CONVERSATION_TIMEOUT_MS,
         };
         ChatService {
-            conversations: engine.start_conversations(settings),
+            conversations: Arc::new(engine.start_conversations(settings)),
             llm,
             config: config.clone(),
             dictionary: parking_lot::Mutex::new(None),
