@@ -165,3 +165,44 @@ fn a_refused_body_the_server_will_not_read_is_answered_with_connection_close() {
         assert_eq!(closes, length > 1 << 20, "{case}: {text}");
     }
 }
+
+/// Body fuzzing found this: an event nesting 127 levels (serde_json reads 128) was
+/// accepted, and stored one level deeper: it could not be read back, so
+/// `GET /v1/events/{id}` and every retrain answered 500. Bodies nesting more than 64
+/// levels are refused; what is accepted reads back.
+#[test]
+fn a_body_nested_too_deep_to_read_back_is_refused() {
+    let server = TestServer::start();
+    let nested = |levels: usize| -> Value {
+        let mut value = json!(1);
+        for _ in 0..levels {
+            value = json!([value]);
+        }
+        value
+    };
+    let deep = |id: &str, levels: usize| {
+        event(
+            "page_view",
+            json!({"id": id, "sid": "s-deep", "item_id": "p1", "page_type": "product",
+                   "properties": {"x": nested(levels)}}),
+        )
+    };
+    let reply = server.ingest(deep("deep-125", 125));
+    assert_eq!(reply.0, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.1);
+    assert_eq!(reply.1["code"], "validation_error", "{}", reply.1);
+    assert!(
+        reply.1["message"].as_str().unwrap_or("").contains("64 levels"),
+        "{}",
+        reply.1
+    );
+
+    assert_status(&server.ingest(deep("deep-60", 60)), 202, "60 levels");
+    assert_status(&server.admin_get("/v1/events/deep-60"), 200, "reads back");
+    let retrained = server.admin_post("/v1/admin/models/retrain", json!({}));
+    assert_eq!(
+        assert_status(&retrained, 200, "retrain")["events"],
+        1,
+        "{}",
+        retrained.1
+    );
+}

@@ -232,6 +232,11 @@ async fn route(
         Err(error @ ApiError::PayloadTooLarge(_)) => return Ok(refusal(error, content_length(&parts.headers))),
         Err(error) => return Err(error),
     };
+    if nests_deeper_than(&body, MAX_JSON_DEPTH) {
+        return Err(ApiError::validation(format!(
+            "the body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep"
+        )));
+    }
     let request = ApiRequest {
         method: parts.method,
         path: parts.uri.path().to_owned(),
@@ -342,6 +347,46 @@ async fn read_body(headers: &HeaderMap, mut body: Incoming, limit: usize) -> Res
     }
 }
 
+/// The deepest a request body may nest arrays and objects. serde_json reads at most
+/// 128 levels, and a stored record (an event, an item) wraps what was sent in a level
+/// or two: a body near 128 levels was accepted, and then could not be read back (a
+/// fuzzed event at 127 levels made every retrain fail with a 500).
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// Whether `body` nests arrays and objects more than `limit` levels deep, brackets
+/// inside strings aside.
+fn nests_deeper_than(body: &[u8], limit: usize) -> bool {
+    // Fewer opening brackets than the limit cannot nest past it (a count the compiler
+    // vectorises: the exact walk below runs for few bodies).
+    if body.iter().filter(|byte| matches!(byte, b'[' | b'{')).count() <= limit {
+        return false;
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &byte in body {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(CONTENT_LENGTH)
@@ -389,4 +434,26 @@ fn discard(mut body: Incoming, announced: Option<u64>) {
         };
         let _ = tokio::time::timeout(DISCARD_TIME, read_to_end).await;
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nests_deeper_than;
+
+    fn nested(levels: usize) -> String {
+        format!("{}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn nesting_is_measured_outside_strings() {
+        assert!(!nests_deeper_than(nested(64).as_bytes(), 64));
+        assert!(nests_deeper_than(nested(65).as_bytes(), 64));
+        let object = format!("{{\"a\": {}}}", nested(64));
+        assert!(nests_deeper_than(object.as_bytes(), 64), "65 levels with the object");
+        // Brackets in strings, escaped quotes among them, are text.
+        let text = format!("{{\"a\": \"\\\"{}\"}}", "[{".repeat(100));
+        assert!(!nests_deeper_than(text.as_bytes(), 64), "{text}");
+        let siblings = "[[]]".repeat(100);
+        assert!(!nests_deeper_than(siblings.as_bytes(), 64), "wide, not deep");
+    }
 }

@@ -539,10 +539,15 @@ fn scan_log(
         let Some(seq) = layout::event_log_seq(&key) else {
             continue;
         };
-        let event: Event = serde_json::from_slice(&value).map_err(|error| StorageError::Corrupt {
-            key: format!("event {seq} of shard {shard}"),
-            reason: error.to_string(),
-        })?;
+        // One unreadable record (stored by an older version that let a body nest
+        // deeper than it can read back) must not stop every rebuild: it is skipped.
+        let event: Event = match serde_json::from_slice(&value) {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::warn!(shard, seq, %error, "an unreadable event in the log is not learned");
+                continue;
+            }
+        };
         let shown = shown(storage, shards, &event)?;
         chunk.push((seq, event, shown));
         if chunk.len() == CHUNK {
