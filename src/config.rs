@@ -135,19 +135,8 @@ pub struct StorageConfig {
     pub memory_mb: u64,
 }
 
-impl StorageConfig {
-    /// How the database is opened; rankings are kept `ranking_retention`.
-    pub fn settings(&self, ranking_retention: std::time::Duration) -> crate::storage::Settings {
-        crate::storage::Settings {
-            durability: self.durability,
-            ranking_retention,
-            memory_bytes: usize::try_from(self.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
-        }
-    }
-}
-
 fn default_storage_memory_mb() -> u64 {
-    (crate::storage::DEFAULT_MEMORY_BYTES >> 20) as u64
+    256
 }
 
 fn default_purge_delay_ms() -> u64 {

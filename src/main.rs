@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use rankstream::api_keys::{KeyStore, NewKey};
 use rankstream::clock::{Clock, SystemClock};
 use rankstream::config::Config;
-use rankstream::storage::Storage;
+use rankstream::storage::{Settings, Storage};
 use rankstream::time::parse_time_value;
 use serde_json::json;
 
@@ -188,7 +188,7 @@ fn load_config(common: &CommonArgs) -> anyhow::Result<Config> {
 fn keys_command(config: &Config, action: KeysAction) -> anyhow::Result<()> {
     let retention = config.training.ranking_retention();
     let storage =
-        Storage::open_with(&config.storage.data_dir, config.storage.settings(retention)).with_context(|| {
+        Storage::open_with(&config.storage.data_dir, Settings::of(&config.storage, retention)).with_context(|| {
             format!(
                 "opening {} (is a server running on it?)",
                 config.storage.data_dir.display()

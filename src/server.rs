@@ -21,7 +21,7 @@ use crate::service::chat::{ChatService, ReplyWriter};
 use crate::service::cluster::Cluster;
 use crate::service::moves::{phases_at_start, Mover};
 use crate::service::{RankingStats, Services};
-use crate::storage::Storage;
+use crate::storage::{Settings, Storage};
 use crate::stream::catalog_log::{follow_catalog_log, CatalogLog, Replica};
 use crate::stream::learner_feed::follow_other_partitions;
 use crate::stream::{start_consumer, topology_log, EventProducer, Producer, SharedStats};
@@ -87,7 +87,7 @@ impl Node {
         let ownership = Ownership::new(&me, epoch, current, &[]);
         let cluster = Arc::new(Cluster::new(ownership.clone(), clustered, &config.node));
         let retention = config.training.ranking_retention();
-        let storage = Storage::open_with(&config.storage.data_dir, config.storage.settings(retention))
+        let storage = Storage::open_with(&config.storage.data_dir, Settings::of(&config.storage, retention))
             .with_context(|| format!("opening the data directory {}", config.storage.data_dir.display()))?;
         let keys = Arc::new(KeyStore::load(storage.clone(), clock.clone())?);
         if let Some(secret) = keys.bootstrap_admin(admin_secret)? {

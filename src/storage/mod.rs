@@ -24,7 +24,7 @@ use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Opt
 
 use serde::Serialize;
 
-use crate::config::Durability;
+use crate::config::{Durability, StorageConfig};
 
 /// A kind of record, stored in its own column family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,10 +147,19 @@ pub struct Settings {
     pub memory_bytes: usize,
 }
 
-/// RocksDB's memory unless configured (`storage.memory_mb`).
+/// RocksDB's memory unless configured (`storage.memory_mb`, whose default is the same).
 pub const DEFAULT_MEMORY_BYTES: usize = 256 << 20;
 
 impl Settings {
+    /// The node's settings (`storage.*`); rankings are kept `ranking_retention`.
+    pub fn of(config: &StorageConfig, ranking_retention: Duration) -> Settings {
+        Settings {
+            durability: config.durability,
+            ranking_retention,
+            memory_bytes: usize::try_from(config.memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+        }
+    }
+
     /// Defaults but for durability.
     pub fn new(durability: Durability) -> Settings {
         Settings {
