@@ -5,6 +5,7 @@ use std::future::Future;
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
@@ -293,6 +294,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let node = Node::start(&config, clock, admin_secret.as_deref()).await?;
+    await_search_loaded(&node.services.search, SEARCH_LOAD_WAIT).await;
     let listener = TcpListener::bind(&config.server.bind)
         .await
         .with_context(|| format!("binding {}", config.server.bind))?;
@@ -315,9 +317,26 @@ pub async fn run(
     Ok(())
 }
 
+/// How long a starting node waits for the search index to read the catalog before
+/// it opens the listener anyway (and answers `/readyz` 503 until it is done).
+const SEARCH_LOAD_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits until the search index has read the catalog, at most `limit`: a small
+/// catalog is read before the node listens, so a node is ready when it says it
+/// listens; a large one (or a rebuild after a crash) goes on behind the listener.
+async fn await_search_loaded(search: &SearchIndex, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while !search.is_loaded() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    if !search.is_loaded() {
+        tracing::info!(waited_ms = limit.as_millis() as u64, "listening before the search index has read the catalog; /readyz is 503 until it has");
+    }
+}
+
 /// Persists live state and moves the crash-replay point forward, periodically.
 async fn checkpoint_loop(engine: Arc<Engine>, interval_ms: u64) {
-    let mut interval = tokio::time::interval(std::time::Duration::from_millis(interval_ms));
+    let mut interval = tokio::time::interval(Duration::from_millis(interval_ms));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
