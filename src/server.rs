@@ -330,7 +330,10 @@ async fn await_search_loaded(search: &SearchIndex, limit: Duration) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     if !search.is_loaded() {
-        tracing::info!(waited_ms = limit.as_millis() as u64, "listening before the search index has read the catalog; /readyz is 503 until it has");
+        tracing::info!(
+            waited_ms = limit.as_millis() as u64,
+            "listening before the search index has read the catalog; /readyz is 503 until it has"
+        );
     }
 }
 

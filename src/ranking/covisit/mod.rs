@@ -388,4 +388,3 @@ fn add_pair(st: &mut ItemState, to: ItemIndex, w: f32, cap: usize) {
         st.nbrs.extend(v);
     }
 }
-
