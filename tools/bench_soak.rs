@@ -5,7 +5,10 @@
 //!
 //! 1. Setup: spawn `rankstream serve` (fresh temp data dir, durability sync, per-key rate
 //!    limit raised), upsert `--items` items and `--events-per-user` events for each of
-//!    `--users` users and their sessions.
+//!    `--users` users and their sessions; then `--seed-events` more, uniform over items
+//!    and sessions, and waits until the models have learned them: with `items` × 1,000
+//!    the models start at their per-item bounds, so that the hour measures what does
+//!    not stop growing.
 //! 2. Capacity: a closed loop of `POST /v1/recommend` (100 candidates, a user and session
 //!    with live state, model `default`) and one of `POST /v1/events` (one new event per
 //!    request: the bodies carry no `id`, so the server names each), `--capacity-seconds`
@@ -22,7 +25,7 @@
 //!
 //! ```text
 //! cargo build --release --bin rankstream --bin bench-soak
-//! target/release/bench-soak --write-markdown BENCHMARKS.md        # one hour
+//! target/release/bench-soak --seed-events 10000000 --write-markdown BENCHMARKS.md   # one hour
 //! target/release/bench-soak --minutes 3 --warmup-minutes 1 --interval-seconds 20   # trying it out
 //! ```
 
@@ -92,6 +95,11 @@ struct Args {
     users: usize,
     #[arg(long, default_value_t = 10)]
     events_per_user: usize,
+    /// Events posted before the clock starts, uniform over the items and the users'
+    /// sessions, so that the models start at their bounds: a co-visitation model
+    /// keeps at most 1,000 recent sessions per item, so `items` × 1,000 fills it.
+    #[arg(long, default_value_t = 0)]
+    seed_events: usize,
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// The rankstream binary to spawn [default: `rankstream` next to this executable].
@@ -146,6 +154,60 @@ async fn set_up(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
         thousands(events.len() as f64)
     );
     Ok(())
+}
+
+/// Posts `--seed-events` events and waits until the models have learned them all.
+async fn seed_models(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
+    const CHUNK: usize = 100_000;
+    let started = Instant::now();
+    let mut sender = target.connect().await?;
+    let mut posted = 0;
+    while posted < args.seed_events {
+        let chunk: Vec<Value> = (posted..args.seed_events.min(posted + CHUNK))
+            .map(|seq| {
+                let (uid, sid) = user(rng.random_range(0..args.users));
+                json!({
+                    "id": format!("soak-seed-{seq}"),
+                    "type": "view",
+                    "original_timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    "uid": uid,
+                    "sid": sid,
+                    "item_id": item_id(rng.random_range(0..args.items)),
+                })
+            })
+            .collect();
+        post_events(target, &mut sender, &chunk, SETUP_BATCH).await?;
+        posted += chunk.len();
+        if posted % 1_000_000 < CHUNK {
+            eprintln!("seed: {} events posted", thousands(posted as f64));
+        }
+    }
+    let expected = (args.users * args.events_per_user + args.seed_events) as u64;
+    loop {
+        let stats = admin_stats(target).await?;
+        let learned = stats["models"]["events_learned"].as_u64().unwrap_or(0);
+        if learned >= expected {
+            let mib = stats["models"]["memory_bytes"].as_f64().unwrap_or(0.0) / (1 << 20) as f64;
+            eprintln!(
+                "seed: {} events learned in {:.0} s; models {mib:.1} MiB",
+                thousands(learned as f64),
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        ensure!(
+            started.elapsed().as_secs() < 3600,
+            "the models learned {learned} of {expected} events in an hour"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+async fn admin_stats(target: &Target) -> Result<Value> {
+    let mut connection = target.connect().await?;
+    let (status, body) = target.get(&mut connection, "/v1/admin/stats").await?;
+    ensure!(status == StatusCode::OK, "GET /v1/admin/stats answered {status}");
+    Ok(serde_json::from_slice(&body)?)
 }
 
 fn recommend_bodies(args: &Args, rng: &mut StdRng) -> Result<Vec<Bytes>> {
@@ -214,16 +276,18 @@ struct Reading {
     /// block cache, and the memtables among it, MiB.
     rocksdb_cache_mib: f64,
     rocksdb_memtables_mib: f64,
+    /// The published models' estimated heap (`models.memory_bytes`), MiB; the
+    /// learner's working copy is as large again.
+    models_mib: f64,
 }
 
-async fn read_storage_memory(target: &Target, reading: &mut Reading) -> Result<()> {
-    let mut connection = target.connect().await?;
-    let (status, body) = target.get(&mut connection, "/v1/admin/stats").await?;
-    ensure!(status == StatusCode::OK, "GET /v1/admin/stats answered {status}");
-    let stats: Value = serde_json::from_slice(&body)?;
-    let mib = |name: &str| stats["storage"]["memory"][name].as_f64().unwrap_or(0.0) / (1 << 20) as f64;
-    reading.rocksdb_cache_mib = mib("cache");
-    reading.rocksdb_memtables_mib = mib("memtables");
+/// RocksDB's and the models' memory, from `/v1/admin/stats`.
+async fn read_memory_stats(target: &Target, reading: &mut Reading) -> Result<()> {
+    let stats = admin_stats(target).await?;
+    let mib = |value: &Value| value.as_f64().unwrap_or(0.0) / (1 << 20) as f64;
+    reading.rocksdb_cache_mib = mib(&stats["storage"]["memory"]["cache"]);
+    reading.rocksdb_memtables_mib = mib(&stats["storage"]["memory"]["memtables"]);
+    reading.models_mib = mib(&stats["models"]["memory_bytes"]);
     Ok(())
 }
 
@@ -348,6 +412,7 @@ async fn soak(server: &SpawnedServer, args: &Args, rng: &mut StdRng) -> Result<S
     let target = Arc::new(server.target()?);
     let pid = server.pid().context("the server's pid")?;
     set_up(&target, args, rng).await?;
+    seed_models(&target, args, rng).await?;
     let recommend = Load {
         target: target.clone(),
         endpoint: RECOMMEND,
@@ -423,7 +488,7 @@ async fn soak(server: &SpawnedServer, args: &Args, rng: &mut StdRng) -> Result<S
             .or(theirs.tally.failures.first);
         read_process(pid, &mut reading)?;
         read_data_dir(&server.dir.join("data"), &mut reading);
-        read_storage_memory(&target, &mut reading).await?;
+        read_memory_stats(&target, &mut reading).await?;
         eprintln!("{reading:?}");
         result.readings.push(reading);
     }
@@ -435,7 +500,8 @@ fn markdown_section(args: &Args, soak: &Soak) -> String {
     out.push_str(&format!(
         "- Server: `rankstream serve` spawned by the tool on a fresh data dir, durability sync, defaults otherwise \
          (per-key rate limit raised; rankings kept 5 minutes, not 7 days, so that the disk holds the hour).\n\
-         - Data: {} items; {} users with a session each and {} events each before the soak.\n\
+         - Data: {} items; {} users with a session each and {} events each, then {} more spread over the \
+         items and the sessions (`--seed-events`, the models learn them before the clock starts).\n\
          - Capacity (closed loops of {:.0} s, {} connections): recommend {:.0}/s (100 candidates, model \
          `default`), events {:.0}/s (one new event per request).\n\
          - Soak: {:.0} minutes of both at once, open loops at {:.0} recommend/s and {:.0} events/s ({} of each \
@@ -444,6 +510,7 @@ fn markdown_section(args: &Args, soak: &Soak) -> String {
         thousands(args.items as f64),
         thousands(args.users as f64),
         args.events_per_user,
+        thousands(args.seed_events as f64),
         args.capacity_seconds,
         args.connections,
         soak.recommend_max,
@@ -461,8 +528,8 @@ fn markdown_section(args: &Args, soak: &Soak) -> String {
         out.push_str(&format!("\nFirst failure: `{first}`\n"));
     }
     out.push_str(
-        "\n| minute | RSS MiB | RocksDB cache / memtables MiB | threads | open files (tables / other) | SST files | data MiB | recommend p50 / p99 | events p99 | requests | failed |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        "\n| minute | RSS MiB | RocksDB cache / memtables MiB | models MiB | threads | open files (tables / other) | SST files | data MiB | recommend p50 / p99 | events p99 | requests | failed |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let every = (soak.readings.len() / 12).max(1);
     for (index, reading) in soak.readings.iter().enumerate() {
@@ -476,6 +543,7 @@ fn markdown_section(args: &Args, soak: &Soak) -> String {
                 "{:.1} / {:.1}",
                 reading.rocksdb_cache_mib, reading.rocksdb_memtables_mib
             ),
+            format!("{:.1}", reading.models_mib),
             reading.threads.to_string(),
             format!("{} / {}", reading.table_fds, reading.other_fds),
             reading.sst_files.to_string(),

@@ -12,6 +12,7 @@
 
 mod components;
 pub mod covisit;
+mod footprint;
 mod learned;
 pub mod ltr;
 mod mock;

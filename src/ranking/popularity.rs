@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::ItemIndex;
+use super::{footprint, ItemIndex};
 
 /// A count that halves every half-life, kept as (value, time it was brought up to).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -48,6 +48,16 @@ impl Popularity {
             overall: Vec::new(),
             segments: HashMap::new(),
         }
+    }
+
+    /// Estimated heap bytes of the counts, overall and per segment.
+    pub fn heap_bytes(&self) -> usize {
+        let segments: usize = self
+            .segments
+            .iter()
+            .map(|(name, counts)| name.capacity() + footprint::map(counts))
+            .sum();
+        footprint::vec(&self.overall) + footprint::map(&self.segments) + segments
     }
 
     pub fn add(&mut self, item: ItemIndex, weight: f64, at: i64, segment: Option<&str>) {

@@ -13,6 +13,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::covisit::{self, SessionModel};
+use super::footprint;
 use super::ltr::Ltr;
 use super::popularity::Popularity;
 use super::record::RecRecord;
@@ -46,6 +47,17 @@ impl ItemIds {
 
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// Estimated heap bytes: the index and the ids (an id longer than 24 bytes is
+    /// also stored out of line by the index).
+    pub fn heap_bytes(&self) -> usize {
+        let ids: usize = self
+            .ids
+            .iter()
+            .map(|id| id.capacity() + if id.len() > 24 { id.len() } else { 0 })
+            .sum();
+        footprint::map(&self.index) + footprint::vec(&self.ids) + ids
     }
 
     pub fn intern(&mut self, id: &str) -> ItemIndex {
@@ -85,6 +97,11 @@ impl Trained {
             applied: BTreeMap::new(),
             events: 0,
         }
+    }
+
+    /// Estimated heap bytes of the artifacts (item ids, popularity, co-visitation).
+    pub fn heap_bytes(&self) -> usize {
+        self.items.heap_bytes() + self.popularity.heap_bytes() + self.covisit.heap_bytes()
     }
 
     /// Learns one event of `source`'s log (once: sequences already learned are skipped).

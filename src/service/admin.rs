@@ -73,6 +73,8 @@ impl Services {
             "items": trained.items.len(),
             "ltr_examples": trained.ltr.examples(),
             "ltr_trained": trained.ltr.weights().is_some(),
+            // Of the published snapshot; the learner's working copy is as large again.
+            "memory_bytes": trained.heap_bytes(),
         });
         let ranking = json!({
             "state_read_deadline_ms": self.ranking.state_deadline_ms,

@@ -66,7 +66,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::ItemIndex;
+use super::{footprint, ItemIndex};
 
 mod scoring;
 
@@ -289,6 +289,24 @@ impl SessionModel {
         }
     }
 
+    /// Estimated heap bytes: the item table (neighbour maps and session lists per
+    /// item), the stored sessions and their index.
+    pub fn heap_bytes(&self) -> usize {
+        let items = &self.items;
+        let per_item: usize = items
+            .states
+            .iter()
+            .map(|state| footprint::map(&state.nbrs) + footprint::deque(&state.sessions))
+            .sum();
+        let sessions: usize = self.sessions.iter().map(|session| footprint::vec(&session.items)).sum();
+        footprint::vec(&items.states)
+            + footprint::vec(&items.target_norm)
+            + per_item
+            + footprint::deque(&self.sessions)
+            + sessions
+            + footprint::map(&self.key_to_sid)
+    }
+
     fn next_sid(&self) -> u64 {
         self.first_sid + self.sessions.len() as u64
     }
@@ -386,5 +404,39 @@ fn add_pair(st: &mut ItemState, to: ItemIndex, w: f32, cap: usize) {
         v.select_nth_unstable_by(cap, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         v.truncate(cap);
         st.nbrs.extend(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_stops_growing_at_the_bounds() {
+        let params = Params {
+            ii_cap: 5,
+            knn_sessions_per_item: 10,
+            knn_max_sessions: 50,
+            max_session_len: 5,
+            ..Params::default()
+        };
+        let mut model = SessionModel::new(params);
+        // A uniform stream over 1,000 items in sessions of 20 clicks: every bound is
+        // reached well before the first reading.
+        let mut state = 7u64;
+        let mut feed = |model: &mut SessionModel, clicks: u64, from: u64| {
+            for click in from..from + clicks {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                model.observe(click / 20, ((state >> 33) % 1000) as ItemIndex);
+            }
+        };
+        feed(&mut model, 50_000, 0);
+        let filled = model.heap_bytes();
+        feed(&mut model, 200_000, 50_000);
+        let later = model.heap_bytes();
+        assert!(filled > 1000 * 5 * 8, "{filled} bytes hold 1,000 items' neighbours");
+        assert_eq!(later, filled, "grew from {filled} to {later} bytes past the bounds");
     }
 }
