@@ -277,7 +277,7 @@ struct Reading {
     rocksdb_cache_mib: f64,
     rocksdb_memtables_mib: f64,
     /// The published models' estimated heap (`models.memory_bytes`), MiB; the
-    /// learner's working copy is as large again.
+    /// learner's working copy shares all but what it changed since.
     models_mib: f64,
 }
 

@@ -13,6 +13,11 @@ pub fn deque<T>(values: &VecDeque<T>) -> usize {
     values.capacity() * size_of::<T>()
 }
 
+/// The allocation of a value behind an `Arc` (its two counts and the value).
+pub fn shared<T>(_value: &std::sync::Arc<T>) -> usize {
+    2 * size_of::<usize>() + size_of::<T>()
+}
+
 /// A hash table holds a power-of-two count of buckets, at most 7/8 of them full
 /// (all but one below 8), each with one control byte, and one group of spare
 /// control bytes.

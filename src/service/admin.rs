@@ -73,7 +73,7 @@ impl Services {
             "items": trained.items.len(),
             "ltr_examples": trained.ltr.examples(),
             "ltr_trained": trained.ltr.weights().is_some(),
-            // Of the published snapshot; the learner's working copy is as large again.
+            // Of the published snapshot; the learner's working copy shares all it has not changed since.
             "memory_bytes": trained.heap_bytes(),
         });
         let ranking = json!({

@@ -62,6 +62,7 @@
 //! catalogue (one entry per item ever seen).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -174,10 +175,13 @@ struct ItemState {
 }
 
 /// Item states by item index (the indexes are dense): one slot read per neighbour
-/// scored, where a hash probe would cost a cache miss.
+/// scored, where a hash probe would cost a cache miss. A state is shared with the
+/// published snapshots until the learner next changes it (copy on write), so that
+/// publishing copies pointers, and only the items changed since are held twice.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct ItemTable {
-    states: Vec<ItemState>,
+    #[serde(with = "shared")]
+    states: Vec<Arc<ItemState>>,
     /// `pop.max(1e-6)^-ii_tgt_beta` by item index, kept with `pop`: the target
     /// normalisation of every scored neighbour, packed for the cache.
     target_norm: Vec<f32>,
@@ -185,17 +189,17 @@ struct ItemTable {
 
 impl ItemTable {
     fn get(&self, item: ItemIndex) -> Option<&ItemState> {
-        self.states.get(item as usize)
+        self.states.get(item as usize).map(Arc::as_ref)
     }
 
     /// Item `item`'s state, created (with every lower index) if new.
     fn get_mut(&mut self, item: ItemIndex, p: &Params) -> &mut ItemState {
         let index = item as usize;
         if self.states.len() <= index {
-            self.states.resize_with(index + 1, ItemState::default);
+            self.states.resize_with(index + 1, Arc::default);
             self.target_norm.resize(index + 1, target_norm(0.0, p));
         }
-        &mut self.states[index]
+        Arc::make_mut(&mut self.states[index])
     }
 
     /// Adds `weight` to `item`'s decayed count.
@@ -204,7 +208,7 @@ impl ItemTable {
         state.pop += weight;
         let norm = target_norm(state.pop, p);
         self.target_norm[item as usize] = norm;
-        &mut self.states[item as usize]
+        Arc::make_mut(&mut self.states[item as usize])
     }
 
     fn target_norm(&self, item: ItemIndex, p: &Params) -> f32 {
@@ -217,6 +221,7 @@ impl ItemTable {
     /// Multiplies every decayed count by `factor`.
     fn rescale(&mut self, factor: f32, p: &Params) {
         for (state, norm) in self.states.iter_mut().zip(&mut self.target_norm) {
+            let state = Arc::make_mut(state);
             state.pop *= factor;
             *norm = target_norm(state.pop, p);
             for w in state.nbrs.values_mut() {
@@ -241,8 +246,10 @@ const RESCALE_AT: f32 = 1.0e6;
 pub struct SessionModel {
     params: Params,
     items: ItemTable,
-    /// Ring buffer of sessions; `sessions[k]` has ordinal `first_sid + k`.
-    sessions: VecDeque<StoredSession>,
+    /// Ring buffer of sessions; `sessions[k]` has ordinal `first_sid + k`. Shared
+    /// with the published snapshots until changed, like the item states.
+    #[serde(with = "shared")]
+    sessions: VecDeque<Arc<StoredSession>>,
     first_sid: u64,
     /// Session key -> ordinal, for sessions still in the store.
     key_to_sid: FxHashMap<u64, u64>,
@@ -296,9 +303,13 @@ impl SessionModel {
         let per_item: usize = items
             .states
             .iter()
-            .map(|state| footprint::map(&state.nbrs) + footprint::deque(&state.sessions))
+            .map(|state| footprint::shared(state) + footprint::map(&state.nbrs) + footprint::deque(&state.sessions))
             .sum();
-        let sessions: usize = self.sessions.iter().map(|session| footprint::vec(&session.items)).sum();
+        let sessions: usize = self
+            .sessions
+            .iter()
+            .map(|session| footprint::shared(session) + footprint::vec(&session.items))
+            .sum();
         footprint::vec(&items.states)
             + footprint::vec(&items.target_norm)
             + per_item
@@ -318,10 +329,10 @@ impl SessionModel {
             Some(&s) => s,
             None => {
                 let s = self.next_sid();
-                self.sessions.push_back(StoredSession {
+                self.sessions.push_back(Arc::new(StoredSession {
                     key: session,
                     items: Vec::new(),
-                });
+                }));
                 self.key_to_sid.insert(session, s);
                 while self.sessions.len() > self.params.knn_max_sessions.max(1) {
                     let Some(old) = self.sessions.pop_front() else { break };
@@ -350,7 +361,7 @@ impl SessionModel {
         let p = &self.params;
         let (window, fp, bw, bp, cap) = (p.ii_window, p.ii_fwd_pow, p.ii_bwd_weight, p.ii_bwd_pow, p.ii_cap);
         let (max_len, spi) = (p.max_session_len.max(1), p.knn_sessions_per_item);
-        let sess = &mut self.sessions[(sid - self.first_sid) as usize];
+        let sess = Arc::make_mut(&mut self.sessions[(sid - self.first_sid) as usize]);
         let already = sess.items.contains(&item);
 
         // Online repeat statistics (prefix = clicks so far in this session).
@@ -392,6 +403,32 @@ impl SessionModel {
                 st.sessions.pop_front();
             }
         }
+    }
+}
+
+/// Serde of a collection of shared values as the sequence of the values (what it
+/// was before they were shared, so stored models still read).
+mod shared {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<'a, C, T, S>(values: &'a C, serializer: S) -> Result<S::Ok, S::Error>
+    where
+        &'a C: IntoIterator<Item = &'a Arc<T>>,
+        T: Serialize + 'a,
+        S: Serializer,
+    {
+        serializer.collect_seq(values.into_iter().map(Arc::as_ref))
+    }
+
+    pub fn deserialize<'de, C, T, D>(deserializer: D) -> Result<C, D::Error>
+    where
+        C: FromIterator<Arc<T>>,
+        T: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<T>::deserialize(deserializer)?.into_iter().map(Arc::new).collect())
     }
 }
 
@@ -438,5 +475,43 @@ mod tests {
         let later = model.heap_bytes();
         assert!(filled > 1000 * 5 * 8, "{filled} bytes hold 1,000 items' neighbours");
         assert_eq!(later, filled, "grew from {filled} to {later} bytes past the bounds");
+    }
+
+    #[test]
+    fn a_published_copy_shares_what_the_learner_has_not_changed_since() {
+        let mut model = SessionModel::new(Params::default());
+        for session in 0..50u64 {
+            for step in 0..5 {
+                model.observe(session, ((session * 7 + step * 3) % 40) as ItemIndex);
+            }
+        }
+        let published = model.clone();
+        let scores = published.scores(&[21], None);
+        // Session 3 (clicks 21, 24, 27, 30, 33) clicks item 1: those six items change.
+        model.observe(3, 1);
+        let changed: Vec<usize> = (0..model.items.states.len())
+            .filter(|&item| !Arc::ptr_eq(&model.items.states[item], &published.items.states[item]))
+            .collect();
+        assert_eq!(changed, [1, 21, 24, 27, 30, 33]);
+        let sessions_changed = (0..model.sessions.len())
+            .filter(|&index| !Arc::ptr_eq(&model.sessions[index], &published.sessions[index]))
+            .count();
+        assert_eq!(sessions_changed, 1);
+        assert_eq!(
+            published.scores(&[21], None),
+            scores,
+            "the published copy did not change"
+        );
+        assert_ne!(model.scores(&[21], None), scores);
+
+        // Stored as before the states were shared: a plain sequence of states.
+        let stored = serde_json::to_value(&model).unwrap();
+        assert!(
+            stored["items"]["states"][1]["nbrs"].is_object(),
+            "{}",
+            stored["items"]["states"][1]
+        );
+        let read: SessionModel = serde_json::from_value(stored).unwrap();
+        assert_eq!(read.scores(&[21, 1], None), model.scores(&[21, 1], None));
     }
 }
