@@ -104,6 +104,12 @@ impl Trained {
         self.items.heap_bytes() + self.popularity.heap_bytes() + self.covisit.heap_bytes()
     }
 
+    /// The time spent copying what the last published snapshot shared, since the
+    /// last call (see [`SessionModel::take_copy_time`]).
+    pub fn take_copy_time(&mut self) -> std::time::Duration {
+        self.covisit.take_copy_time()
+    }
+
     /// Learns one event of `source`'s log (once: sequences already learned are skipped).
     /// `shown` is the record of the ranking the event's `rec_id` names, if any.
     pub fn learn(&mut self, source: ShardId, seq: u64, event: &Event, shown: Option<&RecRecord>, segment_field: &str) {

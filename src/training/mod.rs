@@ -247,9 +247,11 @@ const CHUNK: usize = 1024;
 /// one never waits for it: the learner writes the buffer before it learns).
 const RECORD_BATCH_WAIT: Duration = Duration::from_millis(10);
 
-/// A snapshot is published at most once per this many times the last copy took, so
-/// that copying a large model costs the learner at most 1/20 of its time; a small
-/// model is published after every batch.
+/// A snapshot is published at most once per this many times what the last one cost,
+/// so that publishing costs the learner at most 1/20 of its time; a small model is
+/// published after every batch. The cost of a publish: the snapshot (it shares the
+/// item states), then the copies of shared states the learner makes as it changes
+/// them.
 const PUBLISH_COST_FACTOR: u32 = 20;
 
 /// Rankings waiting to be written: their keys and encoded records.
@@ -260,8 +262,26 @@ type RecordBuffer = Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>;
 struct Publisher {
     /// Changes not yet in a published snapshot.
     pending: bool,
-    /// Not before this time (set from the cost of the last copy).
-    not_before: Option<Instant>,
+    /// When the last snapshot was published, and what it has cost so far.
+    last: Option<(Instant, Duration)>,
+}
+
+impl Publisher {
+    /// Adds copies on write the learner made of what the last snapshot shared.
+    fn add_cost(&mut self, copying: Duration) {
+        if let Some((_, cost)) = &mut self.last {
+            *cost += copying;
+        }
+    }
+
+    /// When a snapshot is due: `None` without changes to publish.
+    fn due(&self) -> Option<Instant> {
+        match (self.pending, self.last) {
+            (false, _) => None,
+            (true, None) => Some(Instant::now()),
+            (true, Some((at, cost))) => Some(at + cost * PUBLISH_COST_FACTOR),
+        }
+    }
 }
 
 /// A rebuild under way on its own thread, and who waits for its report.
@@ -314,7 +334,7 @@ impl Learner {
             if let Some(due) = records_due {
                 deadline = deadline.min(due);
             }
-            if let (true, Some(due)) = (self.publisher.pending, self.publisher.not_before) {
+            if let Some(due) = self.publisher.due() {
                 deadline = deadline.min(due);
             }
             match self.inbox.recv_deadline(deadline) {
@@ -361,7 +381,8 @@ impl Learner {
                 }
                 next_persist = now + persist_every;
             }
-            if self.publisher.pending && self.publisher.not_before.is_none_or(|due| now >= due) {
+            self.publisher.add_cost(self.trained.take_copy_time());
+            if self.publisher.due().is_some_and(|due| now >= due) {
                 self.publish();
             }
         }
@@ -376,10 +397,10 @@ impl Learner {
     fn publish(&mut self) {
         let started = Instant::now();
         self.snapshots.publish(Arc::new(self.trained.clone()));
-        let took = started.elapsed();
+        self.trained.take_copy_time();
         self.publisher = Publisher {
             pending: false,
-            not_before: Some(Instant::now() + took * PUBLISH_COST_FACTOR),
+            last: Some((Instant::now(), started.elapsed())),
         };
     }
 
@@ -563,6 +584,25 @@ fn scan_log(
 mod tests {
     use super::*;
     use crate::ranking::FEATURES;
+
+    #[test]
+    fn a_snapshot_is_due_once_twenty_times_its_cost_has_passed() {
+        let mut publisher = Publisher::default();
+        assert_eq!(publisher.due(), None, "nothing to publish");
+        publisher.pending = true;
+        assert!(
+            publisher.due().is_some_and(|due| due <= Instant::now()),
+            "the first is due at once"
+        );
+        let at = Instant::now();
+        publisher.last = Some((at, Duration::from_millis(2)));
+        assert_eq!(publisher.due(), Some(at + Duration::from_millis(40)));
+        // The learner copies shared states as it changes them: the next is later.
+        publisher.add_cost(Duration::from_millis(3));
+        assert_eq!(publisher.due(), Some(at + Duration::from_millis(100)));
+        publisher.pending = false;
+        assert_eq!(publisher.due(), None);
+    }
 
     #[test]
     fn a_shown_record_reads_back_as_a_rec_record() {

@@ -63,6 +63,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -185,6 +186,22 @@ struct ItemTable {
     /// `pop.max(1e-6)^-ii_tgt_beta` by item index, kept with `pop`: the target
     /// normalisation of every scored neighbour, packed for the cache.
     target_norm: Vec<f32>,
+    /// Time spent copying item states and sessions a published snapshot shared,
+    /// since [`SessionModel::take_copy_time`] last took it.
+    #[serde(skip)]
+    copying: Duration,
+}
+
+/// `slot`'s value, to change: copied first if a published snapshot shares it, the
+/// copy's time added to `copying`.
+fn unshared<'a, T: Clone>(slot: &'a mut Arc<T>, copying: &mut Duration) -> &'a mut T {
+    if Arc::strong_count(slot) == 1 {
+        return Arc::make_mut(slot);
+    }
+    let started = Instant::now();
+    let value = Arc::make_mut(slot);
+    *copying += started.elapsed();
+    value
 }
 
 impl ItemTable {
@@ -199,7 +216,7 @@ impl ItemTable {
             self.states.resize_with(index + 1, Arc::default);
             self.target_norm.resize(index + 1, target_norm(0.0, p));
         }
-        Arc::make_mut(&mut self.states[index])
+        unshared(&mut self.states[index], &mut self.copying)
     }
 
     /// Adds `weight` to `item`'s decayed count.
@@ -208,7 +225,7 @@ impl ItemTable {
         state.pop += weight;
         let norm = target_norm(state.pop, p);
         self.target_norm[item as usize] = norm;
-        Arc::make_mut(&mut self.states[item as usize])
+        unshared(&mut self.states[item as usize], &mut self.copying)
     }
 
     fn target_norm(&self, item: ItemIndex, p: &Params) -> f32 {
@@ -221,7 +238,7 @@ impl ItemTable {
     /// Multiplies every decayed count by `factor`.
     fn rescale(&mut self, factor: f32, p: &Params) {
         for (state, norm) in self.states.iter_mut().zip(&mut self.target_norm) {
-            let state = Arc::make_mut(state);
+            let state = unshared(state, &mut self.copying);
             state.pop *= factor;
             *norm = target_norm(state.pop, p);
             for w in state.nbrs.values_mut() {
@@ -318,6 +335,12 @@ impl SessionModel {
             + footprint::map(&self.key_to_sid)
     }
 
+    /// The time spent copying what a published snapshot shared (copy on write) since
+    /// the last call: the deferred cost of publishing.
+    pub fn take_copy_time(&mut self) -> Duration {
+        std::mem::take(&mut self.items.copying)
+    }
+
     fn next_sid(&self) -> u64 {
         self.first_sid + self.sessions.len() as u64
     }
@@ -361,7 +384,10 @@ impl SessionModel {
         let p = &self.params;
         let (window, fp, bw, bp, cap) = (p.ii_window, p.ii_fwd_pow, p.ii_bwd_weight, p.ii_bwd_pow, p.ii_cap);
         let (max_len, spi) = (p.max_session_len.max(1), p.knn_sessions_per_item);
-        let sess = Arc::make_mut(&mut self.sessions[(sid - self.first_sid) as usize]);
+        let sess = unshared(
+            &mut self.sessions[(sid - self.first_sid) as usize],
+            &mut self.items.copying,
+        );
         let already = sess.items.contains(&item);
 
         // Online repeat statistics (prefix = clicks so far in this session).
