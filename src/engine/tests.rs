@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::catalog::RowKind;
 use super::*;
 use crate::clock::SystemClock;
 use crate::config::{Config, Durability};
