@@ -258,17 +258,6 @@ const FIELDS: &[&str] = &[
     "size",
     "year",
 ];
-const SCOPES: &[&str] = &[
-    "recommend",
-    "search",
-    "chat",
-    "embed",
-    "catalog:read",
-    "catalog:write",
-    "users:write",
-    "events:write",
-    "admin",
-];
 
 /// Ids of the seeded catalog, users, sessions and events, and a few things requests
 /// need (a small PNG, the bootstrap key's id).
@@ -723,7 +712,7 @@ impl Gen {
         // The elements of `item_ids` are item ids, of `tables` tables: the array's name
         // is the better hint.
         let element_hint = match hint {
-            "item_ids" | "tables" | "scopes" => hint,
+            "item_ids" | "tables" => hint,
             "embeddings" | "embedding" => "number",
             _ => "",
         };
@@ -764,7 +753,6 @@ impl Gen {
             "page_type" => pick(rng, &["product", "search", "home", "checkout"]).to_string(),
             "click_type" => "tap".into(),
             "conversion_type" => "order".into(),
-            "scopes" => pick(rng, SCOPES).to_string(),
             "message" | "query" | "text" | "description" | "title" => phrase(rng, 1..=8),
             _ => phrase(rng, 1..=2),
         };
