@@ -165,7 +165,7 @@ impl Default for Params {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct ItemState {
     /// Decayed click count (in units of the current time scale).
     pop: f32,
@@ -173,6 +173,21 @@ struct ItemState {
     nbrs: FxHashMap<ItemIndex, f32>,
     /// Ordinals of the most recent sessions containing the item (oldest first).
     sessions: VecDeque<u64>,
+}
+
+/// A copy keeps the capacity of the session list: the learner copies a state a
+/// snapshot shares, then pushes to it, and a full list copied to its length would
+/// double at that push.
+impl Clone for ItemState {
+    fn clone(&self) -> Self {
+        let mut sessions = VecDeque::with_capacity(self.sessions.capacity());
+        sessions.extend(self.sessions.iter().copied());
+        ItemState {
+            pop: self.pop,
+            nbrs: self.nbrs.clone(),
+            sessions,
+        }
+    }
 }
 
 /// Item states by item index (the indexes are dense): one slot read per neighbour
@@ -248,10 +263,19 @@ impl ItemTable {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct StoredSession {
     key: u64,
     items: Vec<ItemIndex>,
+}
+
+/// A copy keeps the capacity, as an item state's does.
+impl Clone for StoredSession {
+    fn clone(&self) -> Self {
+        let mut items = Vec::with_capacity(self.items.capacity());
+        items.extend_from_slice(&self.items);
+        StoredSession { key: self.key, items }
+    }
 }
 
 const REP_BUCKETS: usize = 11 * 4;
@@ -501,6 +525,17 @@ mod tests {
         let later = model.heap_bytes();
         assert!(filled > 1000 * 5 * 8, "{filled} bytes hold 1,000 items' neighbours");
         assert_eq!(later, filled, "grew from {filled} to {later} bytes past the bounds");
+        // Published every 1,000 clicks: the learner copies what a snapshot shares,
+        // and the copies are no larger than what they copy.
+        for round in 0..50 {
+            let _published = model.clone();
+            feed(&mut model, 1_000, 250_000 + round * 1_000);
+        }
+        let published = model.heap_bytes();
+        assert_eq!(
+            published, filled,
+            "grew from {filled} to {published} bytes with snapshots"
+        );
     }
 
     #[test]
