@@ -137,15 +137,11 @@ async fn set_up(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
     let events: Vec<Value> = (0..args.users)
         .flat_map(|index| (0..args.events_per_user).map(move |seq| (index, seq)))
         .map(|(index, seq)| {
-            let (uid, sid) = user(index);
-            json!({
-                "id": format!("soak-setup-{index}-{seq}"),
-                "type": "view",
-                "original_timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                "uid": uid,
-                "sid": sid,
-                "item_id": item_id((index * 31 + seq * 7) % args.items),
-            })
+            view(
+                format!("soak-setup-{index}-{seq}"),
+                index,
+                (index * 31 + seq * 7) % args.items,
+            )
         })
         .collect();
     post_events(target, &mut sender, &events, SETUP_BATCH).await?;
@@ -157,6 +153,19 @@ async fn set_up(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
     Ok(())
 }
 
+/// A view of item `item` by user `user_index` in their session, stamped now.
+fn view(id: String, user_index: usize, item: usize) -> Value {
+    let (uid, sid) = user(user_index);
+    json!({
+        "id": id,
+        "type": "view",
+        "original_timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "uid": uid,
+        "sid": sid,
+        "item_id": item_id(item),
+    })
+}
+
 /// Posts `--seed-events` events and waits until the models have learned them all.
 async fn seed_models(target: &Target, args: &Args, rng: &mut StdRng) -> Result<()> {
     const CHUNK: usize = 100_000;
@@ -166,15 +175,8 @@ async fn seed_models(target: &Target, args: &Args, rng: &mut StdRng) -> Result<(
     while posted < args.seed_events {
         let chunk: Vec<Value> = (posted..args.seed_events.min(posted + CHUNK))
             .map(|seq| {
-                let (uid, sid) = user(rng.random_range(0..args.users));
-                json!({
-                    "id": format!("soak-seed-{seq}"),
-                    "type": "view",
-                    "original_timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                    "uid": uid,
-                    "sid": sid,
-                    "item_id": item_id(rng.random_range(0..args.items)),
-                })
+                let (user_index, item) = (rng.random_range(0..args.users), rng.random_range(0..args.items));
+                view(format!("soak-seed-{seq}"), user_index, item)
             })
             .collect();
         post_events(target, &mut sender, &chunk, SETUP_BATCH).await?;
