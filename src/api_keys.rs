@@ -21,7 +21,7 @@ use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::time::format_rfc3339;
 
 /// Every scope a key can carry; `admin` implies all of them.
-pub const SCOPES: [&str; 9] = [
+pub const SCOPES: [&str; 10] = [
     "recommend",
     "search",
     "chat",
@@ -30,6 +30,7 @@ pub const SCOPES: [&str; 9] = [
     "catalog:write",
     "users:write",
     "events:write",
+    "metrics",
     "admin",
 ];
 

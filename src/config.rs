@@ -133,6 +133,10 @@ pub struct StorageConfig {
     /// (they flush at half of it).
     #[serde(default = "default_storage_memory_mb")]
     pub memory_mb: u64,
+    /// Where `POST /v1/admin/backup` writes; empty: `<data_dir>-backups`, beside the
+    /// data directory.
+    #[serde(default)]
+    pub backup_dir: PathBuf,
 }
 
 fn default_storage_memory_mb() -> u64 {
@@ -300,7 +304,8 @@ fn default_failures_per_minute() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct EmbedConfig {
     /// Directory of the all-MiniLM-L6-v2 sentence model (`config.json`, `tokenizer.json`,
-    /// `model.safetensors`); empty: the built-in hashed embedder, which needs no files.
+    /// `model.safetensors`); `auto` (the default): where set-up puts it, if it is there,
+    /// else the hashed embedder; empty: the built-in hashed embedder, which needs no files.
     pub model_dir: String,
     /// Longest `text` accepted by `/embed`, in bytes (422 above it).
     pub max_text_bytes: usize,

@@ -41,7 +41,8 @@
 //!   below the service layer.
 //! - The base, which imports no layer: [`domain`] (events, live state, signals, item
 //!   features, which live state a request is about), [`config`], [`topology`] (shards
-//!   and nodes; key → shard with Kafka's murmur2 partitioner), [`clock`], [`time`].
+//!   and nodes; key → shard with Kafka's murmur2 partitioner), [`clock`], [`time`],
+//!   [`metrics`] (the Prometheus recorder every layer counts through).
 //! - [`server`]: assembles a node ([`server::Node`]) and serves it; stops it in order.
 //!
 //! # Path of a request
@@ -94,6 +95,7 @@ pub mod config;
 pub mod domain;
 pub mod embed;
 pub mod engine;
+pub mod metrics;
 pub mod ranking;
 pub mod search;
 pub mod server;

@@ -1,4 +1,5 @@
-//! The `rankstream` binary: `serve` a node, or manage API `keys` offline.
+//! The `rankstream` binary: `serve` a node; manage API `keys`, `backup` and `restore`
+//! a node's data offline; set up and change a `cluster`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,8 +21,22 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(name = "rankstream", version, about = "Real-time ranking engine")]
 struct Cli {
+    /// How log lines are written to stderr: `text`, or `json` (one JSON object per line,
+    /// tracing-subscriber's JSON format, for a log shipper).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "RANKSTREAM_LOG_FORMAT")]
+    log_format: LogFormat,
+    /// What to log, in RUST_LOG's syntax: a level (`debug`) or per-module directives
+    /// (`info,rankstream::stream=debug,rdkafka=warn`). Default: $RUST_LOG, else `info`.
+    #[arg(long, global = true, value_name = "FILTER")]
+    log: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -46,6 +61,26 @@ enum Command {
         common: CommonArgs,
         #[command(subcommand)]
         action: KeysAction,
+    },
+    /// Back up a stopped node's data directory (a running node: POST /v1/admin/backup).
+    Backup {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// The backup directory: created if missing; it may hold earlier backups of the
+        /// node, whose table files a new backup shares rather than copies.
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Restore a data directory (new or empty) from a backup directory.
+    Restore {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// The backup directory.
+        #[arg(long)]
+        from: PathBuf,
+        /// Which backup (see GET /v1/admin/backup); default: the latest.
+        #[arg(long)]
+        backup_id: Option<u32>,
     },
 }
 
@@ -133,11 +168,8 @@ enum KeysAction {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    init_logging(cli.log_format, cli.log.as_deref())?;
     match cli.command {
         Command::Serve { common, bind } => {
             let mut config = load_config(&common)?;
@@ -164,11 +196,33 @@ fn main() -> anyhow::Result<()> {
             ))
         }
         Command::Keys { common, action } => keys_command(&load_config(&common)?, action),
+        Command::Backup { common, to } => cli::backup::backup(&load_config(&common)?, &to),
+        Command::Restore {
+            common,
+            from,
+            backup_id,
+        } => cli::backup::restore(&load_config(&common)?, &from, backup_id),
         Command::Cluster { action } => {
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(cli::cluster::run(action))
         }
     }
+}
+
+/// Logs to stderr in `format`, filtered by `--log`, else by RUST_LOG, else at `info`.
+fn init_logging(format: LogFormat, filter: Option<&str>) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match filter {
+        Some(directives) => EnvFilter::try_new(directives)
+            .map_err(|error| anyhow::anyhow!("--log {directives:?} is not a log filter: {error}"))?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+    Ok(())
 }
 
 fn load_config(common: &CommonArgs) -> anyhow::Result<Config> {

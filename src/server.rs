@@ -18,6 +18,7 @@ use crate::embed::SharedEmbedder;
 use crate::engine::{Engine, HeldShards, Purger};
 use crate::ranking::ModelRegistry;
 use crate::search::SearchIndex;
+use crate::service::backup::Backups;
 use crate::service::chat::{ChatService, ReplyWriter};
 use crate::service::cluster::Cluster;
 use crate::service::moves::{phases_at_start, Mover};
@@ -43,6 +44,8 @@ impl Node {
     /// index, the conversations and (when configured) Kafka, and recovers live state.
     /// Must run inside an actix `System`. `admin_secret` is `RANKSTREAM_ADMIN_KEY`.
     pub async fn start(config: &Config, clock: SharedClock, admin_secret: Option<&str>) -> anyhow::Result<Node> {
+        // Before anything records: what happens during recovery counts too.
+        crate::metrics::handle();
         let topology = load_topology(config)?;
         let clustered = topology.nodes.len() > 1;
         if clustered && !config.kafka.enabled {
@@ -147,10 +150,10 @@ impl Node {
         let search = open_search(config, &engine)?;
         let replayed = engine.recover().await?;
         tracing::info!(replayed, "live state recovered");
-        let mut tasks = vec![tokio::spawn(checkpoint_loop(
-            engine.clone(),
-            config.engine.checkpoint_interval_ms,
-        ))];
+        let mut tasks = vec![
+            tokio::spawn(checkpoint_loop(engine.clone(), config.engine.checkpoint_interval_ms)),
+            tokio::spawn(metrics_upkeep()),
+        ];
 
         let producer = match (kafka.enabled, kafka.rest_topic.is_empty()) {
             (true, false) => Some(EventProducer::new(kafka, &kafka.rest_topic, engine.shard_count())?),
@@ -247,6 +250,7 @@ impl Node {
             cluster,
             catalog_log,
             purger,
+            backups: Backups::new(&config.storage.backup_dir, &config.storage.data_dir),
         });
         if let Some((key, secret)) = node_key {
             let services = services.clone();
@@ -334,6 +338,16 @@ async fn await_search_loaded(search: &SearchIndex, limit: Duration) {
             waited_ms = limit.as_millis() as u64,
             "listening before the search index has read the catalog; /readyz is 503 until it has"
         );
+    }
+}
+
+/// Folds recorded metric samples into their histogram buckets, so that they do not
+/// pile up between scrapes.
+async fn metrics_upkeep() {
+    let mut interval = tokio::time::interval(crate::metrics::UPKEEP_INTERVAL);
+    loop {
+        interval.tick().await;
+        crate::metrics::upkeep();
     }
 }
 

@@ -442,3 +442,31 @@ fn a_model_directory_that_cannot_load_stops_the_node_at_start() {
         "the error names the missing file and the key: {stderr}"
     );
 }
+
+/// The default (`embed.model_dir = "auto"`): the real model where set-up puts it,
+/// without any setting; the hashed embedder, with a warning, where it is not.
+#[test]
+fn by_default_the_node_embeds_with_the_model_set_up_put_in_place() {
+    // TestServer pins the hashed embedder for the other tests; "auto" is the compiled default.
+    assert!(rankstream::config::DEFAULT_TOML.contains("model_dir = \"auto\""));
+    let models = std::path::Path::new(&minilm_dir()).parent().unwrap().to_str().unwrap().to_owned();
+    let server = TestServer::start_with_env(&[("RANKSTREAM__EMBED__MODEL_DIR", "auto"), ("RANKSTREAM_MODELS", &models)]);
+    let key = server.create_key(&["embed"], json!({"name": "embedder"}));
+    let reply = server.post(EMBED, &key, json!({"text": "a harbour cruise at sunset"}));
+    assert_eq!(assert_status(&reply, 200, "embed")["model"], "all-MiniLM-L6-v2");
+
+    let nowhere = tempfile::tempdir().expect("temp dir");
+    let mut server = TestServer::start_with_env(&[
+        ("RANKSTREAM__EMBED__MODEL_DIR", "auto"),
+        ("RANKSTREAM_MODELS", nowhere.path().to_str().unwrap()),
+    ]);
+    let key = server.create_key(&["embed"], json!({"name": "embedder"}));
+    let reply = server.post(EMBED, &key, json!({"text": "a harbour cruise at sunset"}));
+    assert_eq!(assert_status(&reply, 200, "embed")["model"], "rankstream-hashed-384");
+    server.stop();
+    assert!(
+        server.output().contains("the MiniLM model is not where set-up puts it"),
+        "a warning at start-up: {}",
+        server.output()
+    );
+}

@@ -15,6 +15,7 @@ if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then
     . "$HOME/.cargo/env"
 fi
 
-bash tools/setup.sh
+# Only what serving needs: no Kafka broker (the embedded default does not use one).
+bash tools/setup.sh serve
 cargo build --release --bin rankstream
 exec "${CARGO_TARGET_DIR:-target}/release/rankstream" serve "$@"

@@ -43,7 +43,7 @@ apt_install_missing() {
         APT_UPDATED=1
     fi
     log "installing ${missing[*]}"
-    as_root apt-get install -y -q "${missing[@]}"
+    as_root apt-get install -y -q ${APT_OPTIONS:-} "${missing[@]}"
 }
 
 # The rocksdb crate runs bindgen, which needs libclang (FACTS.md).
@@ -102,12 +102,23 @@ ensure_schemathesis() {
         "schemathesis==$SCHEMATHESIS_VERSION"
 }
 
+# promtool (Debian's prometheus package), which the metrics test runs on a scrape.
+# Without its recommends (the node exporter and its services).
+ensure_promtool() {
+    command -v promtool >/dev/null 2>&1 || APT_OPTIONS=--no-install-recommends apt_install_missing prometheus
+}
+
+# `setup.sh serve`: only what building and serving need (tools/run.sh): the embedded
+# default uses no Kafka broker. `setup.sh` (tools/test.sh, the benchmarks): everything
+# the tests use as well.
 main() {
     check_rust
     ensure_libclang
-    ensure_kafka_broker
     ensure_embedding_model
+    [ "${1:-all}" = serve ] && return 0
+    ensure_kafka_broker
     ensure_schemathesis
+    ensure_promtool
 }
 
 main "$@"

@@ -88,6 +88,9 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
             };
             ok(&state.services.compact(body.all).await?)
         }
+        // Always into `storage.backup_dir`: a request never chooses where the node writes.
+        (Endpoint::AdminBackup, "POST") => ok(&state.services.backup().await?),
+        (Endpoint::AdminBackup, _) => ok(&state.services.backup_status()?),
         (Endpoint::AdminKeys, _) => {
             let keys: Vec<Value> = state.services.list_keys().iter().map(|key| key.view()).collect();
             ok(&json!({ "keys": keys }))

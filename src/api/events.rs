@@ -166,6 +166,7 @@ async fn ingest(
         }
     }
     rejected.sort_by_key(|failure| failure["index"].as_u64());
+    crate::metrics::events("rest", accepted_ids.len() - duplicates, duplicates, rejected.len());
     if accepted_ids.is_empty() {
         if let Some(error) = unavailable {
             return Err(error);

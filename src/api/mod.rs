@@ -135,6 +135,29 @@ pub fn json_response(status: StatusCode, body: &impl Serialize) -> HttpResponse 
     response
 }
 
+/// A 200 response of Prometheus' text exposition format.
+fn text_response(text: String) -> HttpResponse {
+    let mut response = Response::new(Full::new(Bytes::from(text)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
+    response
+}
+
+/// A request method as a metric label: the route table's methods by name, any other as `other`.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
 /// A 200 JSON response.
 pub fn ok(body: &impl Serialize) -> Result<HttpResponse, ApiError> {
     Ok(json_response(StatusCode::OK, body))
@@ -204,9 +227,12 @@ async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAd
         Ok(Err(_panic)) => ApiError::Internal("the request handler panicked".into()).into_response(),
         Err(_elapsed) => ApiError::Timeout(deadline_ms).into_response(),
     };
+    let took = started.elapsed();
     if let Some(endpoint) = endpoint {
-        state.request_times.record(endpoint, started.elapsed());
+        state.request_times.record(endpoint, took);
     }
+    let pattern = endpoint.map_or("unmatched", Endpoint::pattern);
+    crate::metrics::http_request(pattern, method_label(&method), response.status().as_u16(), took);
     tracing::debug!(%method, %path, %peer, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, "request");
     response
 }
@@ -253,12 +279,14 @@ async fn route(
     match endpoint {
         Endpoint::Healthz => ok(&json!({ "status": "ok" })),
         Endpoint::OpenApi => Ok(openapi::response()),
+        Endpoint::Metrics => Ok(text_response(state.services.metrics_text())),
         Endpoint::Readyz => readiness(state),
         Endpoint::AdminKeys
         | Endpoint::AdminKey
         | Endpoint::AdminStats
         | Endpoint::AdminRetrain
-        | Endpoint::AdminCompact => admin::handle(state, endpoint, request).await,
+        | Endpoint::AdminCompact
+        | Endpoint::AdminBackup => admin::handle(state, endpoint, request).await,
         Endpoint::CatalogTable
         | Endpoint::CatalogTableNamed
         | Endpoint::CatalogTableField

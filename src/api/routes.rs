@@ -52,6 +52,8 @@ pub enum Endpoint {
     AdminRetrain,
     /// `/v1/admin/compact`: purge deleted users' records from the files now
     AdminCompact,
+    /// `/v1/admin/backup`: take a backup of the running node, or list backups
+    AdminBackup,
     /// `/chat` (also `/v1/chat`)
     Chat,
     /// `/v1/search`
@@ -62,6 +64,8 @@ pub enum Endpoint {
     Embed,
     /// `/openapi.json`: this API's OpenAPI document
     OpenApi,
+    /// `/metrics`: the node's Prometheus metrics
+    Metrics,
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -74,7 +78,7 @@ const DELETE: &[Method] = &[Method::DELETE];
 
 impl Endpoint {
     /// Every endpoint, in [`Endpoint::index`] order.
-    pub const ALL: [Endpoint; 29] = [
+    pub const ALL: [Endpoint; 31] = [
         Endpoint::Healthz,
         Endpoint::Readyz,
         Endpoint::AdminKeys,
@@ -99,11 +103,13 @@ impl Endpoint {
         Endpoint::RecommendModule,
         Endpoint::AdminRetrain,
         Endpoint::AdminCompact,
+        Endpoint::AdminBackup,
         Endpoint::Chat,
         Endpoint::Search,
         Endpoint::SearchRerank,
         Endpoint::Embed,
         Endpoint::OpenApi,
+        Endpoint::Metrics,
     ];
 
     /// Its position in [`Endpoint::ALL`].
@@ -138,11 +144,13 @@ impl Endpoint {
             Endpoint::RecommendModule => "/v1/recommend/module",
             Endpoint::AdminRetrain => "/v1/admin/models/retrain",
             Endpoint::AdminCompact => "/v1/admin/compact",
+            Endpoint::AdminBackup => "/v1/admin/backup",
             Endpoint::Chat => "/chat",
             Endpoint::Search => "/v1/search",
             Endpoint::SearchRerank => "/v1/search/rerank",
             Endpoint::Embed => "/embed",
             Endpoint::OpenApi => "/openapi.json",
+            Endpoint::Metrics => "/metrics",
         }
     }
 
@@ -169,6 +177,7 @@ impl Endpoint {
             ["v1", "admin", "stats"] => Endpoint::AdminStats,
             ["v1", "admin", "models", "retrain"] => Endpoint::AdminRetrain,
             ["v1", "admin", "compact"] => Endpoint::AdminCompact,
+            ["v1", "admin", "backup"] => Endpoint::AdminBackup,
             ["v1", "catalog", "table"] => Endpoint::CatalogTable,
             ["v1", "catalog", "table", _] => Endpoint::CatalogTableNamed,
             ["v1", "catalog", "table", _, "fields", _] => Endpoint::CatalogTableField,
@@ -192,6 +201,7 @@ impl Endpoint {
             ["v1", "search", "rerank"] | ["search", "rerank"] => Endpoint::SearchRerank,
             ["embed"] | ["v1", "embed"] => Endpoint::Embed,
             ["openapi.json"] => Endpoint::OpenApi,
+            ["metrics"] => Endpoint::Metrics,
             _ => return None,
         };
         let params = match endpoint {
@@ -221,8 +231,8 @@ impl Endpoint {
     /// The methods this endpoint takes.
     pub fn methods(self) -> &'static [Method] {
         match self {
-            Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi => GET,
-            Endpoint::AdminKeys => GET_POST,
+            Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi | Endpoint::Metrics => GET,
+            Endpoint::AdminKeys | Endpoint::AdminBackup => GET_POST,
             Endpoint::AdminKey => DELETE,
             Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
                 PUT
@@ -255,7 +265,8 @@ impl Endpoint {
             | Endpoint::AdminKey
             | Endpoint::AdminStats
             | Endpoint::AdminRetrain
-            | Endpoint::AdminCompact => "admin",
+            | Endpoint::AdminCompact
+            | Endpoint::AdminBackup => "admin",
             Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
                 "catalog:write"
             }
@@ -270,6 +281,8 @@ impl Endpoint {
             Endpoint::Chat => "chat",
             Endpoint::Search | Endpoint::SearchRerank => "search",
             Endpoint::Embed => "embed",
+            // Read-only, for a Prometheus scraper's key (`admin` implies it).
+            Endpoint::Metrics => "metrics",
             // Live state and the raw log expose every user's behaviour: operators only.
             Endpoint::UserState | Endpoint::Session | Endpoint::Event => "admin",
         })

@@ -111,14 +111,16 @@ impl SharedEmbedder {
         T: Send + 'static,
         F: FnOnce(&dyn Embedder) -> Result<T, EmbedError> + Send + 'static,
     {
-        let runs = match lane {
-            Lane::Request => &self.requests,
-            Lane::Ingest => &self.ingest,
+        let (runs, lane_name) = match lane {
+            Lane::Request => (&self.requests, "request"),
+            Lane::Ingest => (&self.ingest, "ingest"),
         };
+        let waiting = std::time::Instant::now();
         let permit = Arc::clone(runs)
             .acquire_owned()
             .await
             .map_err(|_| EmbedError::Model("the embedder is shut down".into()))?;
+        crate::metrics::embed_wait(lane_name, waiting.elapsed());
         let model = Arc::clone(&self.model);
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
@@ -130,14 +132,52 @@ impl SharedEmbedder {
 }
 
 /// The embedder the configuration names: MiniLM from `model_dir`, or the built-in
-/// hashed embedder when `model_dir` is empty. A directory that cannot be loaded is
-/// an error (the node should not start with a model other than the one asked for).
+/// hashed embedder when `model_dir` is empty; with [`AUTO`] (the default), MiniLM
+/// where set-up puts it ([`setup_model_dir`]) when its files are there, else the
+/// hashed embedder with a warning. A directory named explicitly that cannot be loaded
+/// is an error (the node should not start with a model other than the one asked for).
 pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
-    if config.model_dir.trim().is_empty() {
+    let named = config.model_dir.trim();
+    if named.is_empty() {
         return Ok(Arc::new(HashedEmbedder::new()));
     }
-    let model = MiniLmEmbedder::load(&expand_home(config.model_dir.trim()))?;
-    Ok(Arc::new(model))
+    if named != AUTO {
+        return Ok(Arc::new(MiniLmEmbedder::load(&expand_home(named))?));
+    }
+    let directory = setup_model_dir();
+    let fallback = |reason: String| -> Arc<dyn Embedder> {
+        tracing::warn!(
+            directory = %directory.display(),
+            "{reason}; embedding with the built-in hashed embedder (run tools/setup.sh for the real model)"
+        );
+        Arc::new(HashedEmbedder::new())
+    };
+    let missing: Vec<&str> = MODEL_FILES
+        .into_iter()
+        .filter(|file| !directory.join(file).is_file())
+        .collect();
+    if !missing.is_empty() {
+        return Ok(fallback(format!("the MiniLM model is not where set-up puts it (missing {})", missing.join(", "))));
+    }
+    Ok(match MiniLmEmbedder::load(&directory) {
+        Ok(model) => Arc::new(model),
+        Err(error) => fallback(format!("the MiniLM model where set-up puts it does not load: {error}")),
+    })
+}
+
+/// `embed.model_dir` that takes the model from where set-up puts it, if it is there.
+pub const AUTO: &str = "auto";
+
+/// The files of a MiniLM model directory.
+const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// Where `tools/setup.sh` (`tools/fetch-model.sh`) puts all-MiniLM-L6-v2:
+/// `$RANKSTREAM_MODELS/all-MiniLM-L6-v2`, `~/.cache/rankstream/models/...` by default.
+pub fn setup_model_dir() -> PathBuf {
+    let models = std::env::var_os("RANKSTREAM_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| expand_home("~/.cache/rankstream/models"));
+    models.join("all-MiniLM-L6-v2")
 }
 
 /// `~/rest` as `$HOME/rest`; any other path as it is.

@@ -18,6 +18,7 @@ mod shard_moves;
 mod signal_board;
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 
 use actix::{Actor, Addr, Arbiter, MailboxError, Message};
@@ -38,6 +39,8 @@ pub use forget::{DeleteUserError, UserRemoval};
 pub use live_actor::{LiveActor, SessionActor, UserActor};
 pub use live_state_error::LiveStateError;
 pub use purge::Purger;
+// Backups are the database's, taken through the engine, which holds it.
+pub use crate::storage::backup::{list as list_backups, BackupError, BackupInfo};
 pub use shard_host::Projection;
 use shard_host::{
     CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost,
@@ -224,6 +227,7 @@ impl Engine {
     /// which the log is reflected in persisted state (crash replay starts after it).
     /// When any state could not be persisted, no mark moves and the error is returned.
     pub async fn checkpoint(&self) -> Result<(), LiveStateError> {
+        let started = std::time::Instant::now();
         let hosts = self.hosts.all();
         let mut marks = Vec::with_capacity(hosts.len());
         for mark in join_all(hosts.iter().map(|host| host.send(CheckpointMark))).await {
@@ -255,7 +259,9 @@ impl Engine {
                 value: mark.to_be_bytes().to_vec(),
             })
             .collect();
-        Ok(self.commits.submit(ops).await?)
+        self.commits.submit(ops).await?;
+        crate::metrics::checkpoint(started.elapsed());
+        Ok(())
     }
 
     /// Stops the shard actors and the commit thread, and waits for their threads.
@@ -510,6 +516,12 @@ impl Engine {
     /// What the database holds in memory now.
     pub fn storage_memory(&self) -> crate::storage::MemoryUse {
         self.storage.memory()
+    }
+
+    /// Takes a backup of the node's database into `directory` while it serves (see
+    /// `storage::backup`); `progress` hears the bytes copied so far every second. Blocks.
+    pub fn backup(&self, directory: &Path, progress: impl Fn(u64) + Sync) -> Result<BackupInfo, BackupError> {
+        self.storage.backup(directory, progress)
     }
 
     /// The number of shards.

@@ -125,6 +125,13 @@ impl Indexer {
     }
 
     fn queue(&mut self, change: IndexChange) {
+        // The oldest change waiting is the first taken since the last commit.
+        let _ = self.stats.oldest_waiting_ms.compare_exchange(
+            0,
+            super::unix_millis().max(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         match change {
             IndexChange::Item { table, id } => {
                 self.pending.insert((table, id));
@@ -227,6 +234,7 @@ impl Indexer {
             return;
         }
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        self.stats.oldest_waiting_ms.store(0, Ordering::Relaxed);
     }
 }
 

@@ -93,6 +93,9 @@ pub struct IndexStats {
     pub read_errors: AtomicU64,
     /// True once the catalog was read at start (and indexed, when rebuilding).
     pub loaded: AtomicBool,
+    /// Unix ms at which the indexer took the oldest change not yet searchable; 0 when
+    /// every change it took is.
+    pub oldest_waiting_ms: AtomicU64,
 }
 
 /// The search index of a node: searches run on the caller's thread against the
@@ -258,6 +261,14 @@ impl SearchIndex {
         self.vocabulary.read().clone()
     }
 
+    /// How long the oldest change the indexer took has waited to become searchable.
+    pub fn lag(&self) -> Duration {
+        match self.stats.oldest_waiting_ms.load(Ordering::Relaxed) {
+            0 => Duration::ZERO,
+            since => Duration::from_millis(unix_millis().saturating_sub(since)),
+        }
+    }
+
     /// Documents searchable now.
     pub fn documents(&self) -> u64 {
         self.reader.searcher().num_docs()
@@ -297,6 +308,13 @@ impl Drop for SearchIndex {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Milliseconds since the Unix epoch.
+fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
 }
 
 /// Opens the index in `directory`, or creates it; the flag says whether it must be

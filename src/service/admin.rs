@@ -92,6 +92,20 @@ impl Services {
         })
     }
 
+    /// `GET /metrics`: the node's metrics in Prometheus' text format, with the gauges
+    /// of what lives in other parts (consumer lag, models, search index) read now.
+    pub fn metrics_text(&self) -> String {
+        if let Some(stream) = &self.stream_stats {
+            for ((topic, partition), lag) in stream.lag.lock().iter() {
+                crate::metrics::kafka_lag(topic, *partition, *lag);
+            }
+        }
+        let trained = self.training.latest();
+        crate::metrics::models(trained.events, trained.items.len(), trained.heap_bytes());
+        crate::metrics::search_index(self.search.lag(), self.search.documents());
+        crate::metrics::render()
+    }
+
     /// Rebuilds the models from the whole event log and answers when done.
     pub async fn retrain(&self) -> Result<RetrainReport, ServiceError> {
         Ok(self.training.retrain().await?)

@@ -12,11 +12,13 @@
 //! - [`search`]: personalized full-text search and rerank.
 //! - [`chat`]: one turn of a conversation.
 //! - [`embed`]: text and image vectors.
-//! - [`admin`]: keys, statistics, retraining.
+//! - [`admin`]: keys, statistics, metrics, retraining.
+//! - [`backup`]: backups of the running node.
 //! - [`embedded_events`]: request-embedded events folded into one request's context.
 //! - [`cluster`]: which node owns a key; forwarding and replication counters.
 
 pub mod admin;
+pub mod backup;
 pub mod catalog;
 pub mod chat;
 pub mod cluster;
@@ -75,6 +77,8 @@ pub struct Services {
     pub catalog_log: Option<CatalogLog>,
     /// Purges deleted users' records from the files.
     pub purger: Arc<Purger>,
+    /// Where backups go, and the one running.
+    pub backups: backup::Backups,
 }
 
 /// How the ranking path fares reading live state.

@@ -6,6 +6,7 @@ use std::future::Future;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use flume::{Receiver, Sender};
 use parking_lot::Mutex;
@@ -97,11 +98,14 @@ fn write_loop(storage: Storage, queue: Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        let started = Instant::now();
+        let mut writes = 0;
         let mut batch = storage.batch();
         let mut waiting = Vec::with_capacity(jobs.len());
         for job in jobs {
             match job {
                 Job::Write { ops, done } => {
+                    writes += ops.len();
                     for op in &ops {
                         match op {
                             Op::Put { cf, key, value } => batch.put(*cf, key, value),
@@ -114,6 +118,7 @@ fn write_loop(storage: Storage, queue: Receiver<Job>) {
             }
         }
         let result = batch.commit().map_err(|error| error.to_string());
+        crate::metrics::group_commit(writes, started.elapsed());
         if let Err(error) = &result {
             tracing::error!(%error, batches = waiting.len(), "group commit failed");
         }

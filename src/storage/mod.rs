@@ -7,6 +7,7 @@
 //! RocksDB's write path: the first writer of a group syncs the WAL once for all of
 //! them, so N shard threads writing at once cost one fsync, not N.
 
+pub mod backup;
 mod commit;
 #[cfg(test)]
 pub mod faults;

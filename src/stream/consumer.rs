@@ -325,6 +325,8 @@ fn obey(
                 partitions.add_partition(&input.topic, i32::from(shard));
                 stats.positions.lock().remove(&(input.topic.clone(), i32::from(shard)));
                 stats.lag.lock().remove(&(input.topic.clone(), i32::from(shard)));
+                // Another node applies it now: this node's series says so rather than freeze.
+                crate::metrics::kafka_lag(&input.topic, i32::from(shard), 0);
             }
             if let Err(error) = consumer.incremental_unassign(&partitions) {
                 tracing::warn!(%error, shard, "unassigning a released shard's partitions failed; its messages are skipped");
@@ -437,6 +439,7 @@ async fn dead_letter(producer: &EventProducer, message: &OwnedMessage, reason: &
         }
     }
     stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
+    crate::metrics::events("kafka", 0, 0, 1);
 }
 
 /// Applies events through the REST ingest path, retrying what the engine could not
@@ -445,16 +448,20 @@ async fn apply(engine: &Engine, mut events: Vec<Event>, stats: &SharedStats) {
     while !events.is_empty() {
         let results = engine.ingest(events.clone()).await;
         let mut retry = Vec::new();
+        let (mut applied, mut duplicates) = (0, 0);
         for (event, result) in events.into_iter().zip(results) {
             match result {
-                Ok(true) => _ = stats.duplicates.fetch_add(1, Ordering::Relaxed),
-                Ok(false) => _ = stats.applied.fetch_add(1, Ordering::Relaxed),
+                Ok(true) => duplicates += 1,
+                Ok(false) => applied += 1,
                 Err(error) => {
                     tracing::warn!(id = %event.id, %error, "event not applied; retrying");
                     retry.push(event);
                 }
             }
         }
+        stats.applied.fetch_add(applied as u64, Ordering::Relaxed);
+        stats.duplicates.fetch_add(duplicates as u64, Ordering::Relaxed);
+        crate::metrics::events("kafka", applied, duplicates, 0);
         if !retry.is_empty() {
             tokio::time::sleep(RETRY_PAUSE).await;
         }

@@ -344,7 +344,9 @@ impl Learner {
                 }
                 Ok(Command::Learn(events)) => {
                     self.write_records();
+                    let learning = Instant::now();
                     self.learn(&events);
+                    crate::metrics::training("learn", learning.elapsed());
                     dirty = true;
                     self.publisher.pending = true;
                 }
@@ -402,6 +404,8 @@ impl Learner {
             pending: false,
             last: Some((Instant::now(), started.elapsed())),
         };
+        crate::metrics::training("publish", started.elapsed());
+        crate::metrics::models_published();
     }
 
     fn learn(&mut self, events: &[Arc<SequencedEvent>]) {
@@ -482,6 +486,7 @@ impl Learner {
                 items: fresh.items.len(),
                 took_ms: started.elapsed().as_millis() as u64,
             };
+            crate::metrics::training("rebuild", started.elapsed());
             self.trained = *fresh;
             self.publish();
             self.rebuilds.fetch_add(1, Ordering::SeqCst);
@@ -497,6 +502,7 @@ impl Learner {
     }
 
     fn persist(&self) {
+        let started = Instant::now();
         let bytes = match postcard::to_stdvec(&self.trained) {
             Ok(bytes) => bytes,
             Err(error) => return tracing::error!(%error, "serializing the models failed"),
@@ -507,7 +513,10 @@ impl Learner {
             batch.delete(Cf::Models, retired);
         }
         match batch.commit() {
-            Ok(()) => tracing::debug!(bytes = bytes.len(), "models persisted"),
+            Ok(()) => {
+                crate::metrics::training("persist", started.elapsed());
+                tracing::debug!(bytes = bytes.len(), "models persisted");
+            }
             Err(error) => tracing::error!(%error, "persisting the models failed"),
         }
     }

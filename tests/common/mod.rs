@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -99,8 +99,11 @@ pub struct TestServer {
     pub base_url: String,
     /// Secret passed as `RANKSTREAM_ADMIN_KEY`: a valid admin key, kept across restarts.
     pub admin_key: String,
-    /// RocksDB directory; lives as long as the server value and is reused by `restart`.
+    /// Holds the data directory (`data`) and the default backup directory beside it
+    /// (`data-backups`); lives as long as the server value and is reused by `restart`.
     pub data_dir: Arc<TempDir>,
+    /// The node's `--data-dir`, inside `data_dir`.
+    data_path: PathBuf,
     /// The running process; `None` after `stop` or `kill`.
     pub child: Option<Child>,
     /// Extra environment (config overrides) applied on every start.
@@ -134,6 +137,7 @@ impl TestServer {
         let mut server = TestServer {
             base_url: String::new(),
             admin_key: random_secret(),
+            data_path: data_dir.path().join("data"),
             data_dir,
             child: None,
             env: env
@@ -153,7 +157,7 @@ impl TestServer {
     }
 
     pub fn data_path(&self) -> &Path {
-        self.data_dir.path()
+        &self.data_path
     }
 
     pub fn is_running(&self) -> bool {
@@ -224,12 +228,15 @@ impl TestServer {
         }
         command
             .arg("--data-dir")
-            .arg(self.data_dir.path())
+            .arg(&self.data_path)
             .args(&self.args)
             .env("RANKSTREAM_ADMIN_KEY", &self.admin_key)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Tests embed with the built-in hashed embedder (fast, and what their expectations
+        // are written for) unless they name a model: the default would load MiniLM.
+        command.env("RANKSTREAM__EMBED__MODEL_DIR", "");
         for (name, value) in &self.env {
             command.env(name, value);
         }
@@ -392,7 +399,7 @@ impl TestServer {
         assert!(self.child.is_none(), "stop the server before running the keys CLI");
         let output = Command::new(env!("CARGO_BIN_EXE_rankstream"))
             .args(["keys", subcommand, "--data-dir"])
-            .arg(self.data_dir.path())
+            .arg(&self.data_path)
             .args(args)
             .stdin(Stdio::null())
             .output()

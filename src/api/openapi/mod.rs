@@ -292,7 +292,14 @@ fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoi
         ));
     }
     let (status, body) = spec.success;
-    builder = builder.response(status.to_string(), json_response("Success.", body));
+    let success = match endpoint {
+        Endpoint::Metrics => ResponseBuilder::new()
+            .description("Success.")
+            .content("text/plain", Content::new(Some(body)))
+            .build(),
+        _ => json_response("Success.", body),
+    };
+    builder = builder.response(status.to_string(), success);
     for (status, description) in error_statuses(endpoint) {
         let mut response = ResponseBuilder::new()
             .description(*description)
@@ -360,6 +367,11 @@ fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> Spec {
             (200, schemas.of::<Probe>()),
         ),
         Endpoint::OpenApi => ("This document.", None, (200, schemas.of::<AnyObject>())),
+        Endpoint::Metrics => (
+            "Prometheus metrics, in the text exposition format (`text/plain; version=0.0.4`).",
+            None,
+            (200, RefOr::T(Schema::Object(Object::with_type(Type::String)))),
+        ),
         Endpoint::AdminKeys if get => ("List API keys.", None, (200, schemas.of::<KeyList>())),
         Endpoint::AdminKeys => (
             "Create an API key.",
@@ -376,6 +388,16 @@ fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> Spec {
         Endpoint::AdminCompact => (
             "Purge deleted users' records from the database files now (the purge a deletion schedules).",
             Some(schemas.of::<super::admin::CompactBody>()),
+            (200, schemas.of::<AnyObject>()),
+        ),
+        Endpoint::AdminBackup if get => (
+            "The backups in the configured directory, or the backup running with the bytes it copied.",
+            None,
+            (200, schemas.of::<AnyObject>()),
+        ),
+        Endpoint::AdminBackup => (
+            "Take a backup of the running node into `storage.backup_dir` (RocksDB's backup engine) and answer when it is complete.",
+            None,
             (200, schemas.of::<AnyObject>()),
         ),
         Endpoint::CatalogTable => (
@@ -523,12 +545,13 @@ fn operation_id(endpoint: Endpoint, method: &Method) -> String {
 
 fn tag(endpoint: Endpoint) -> &'static str {
     match endpoint {
-        Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi => "meta",
+        Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi | Endpoint::Metrics => "meta",
         Endpoint::AdminKeys
         | Endpoint::AdminKey
         | Endpoint::AdminStats
         | Endpoint::AdminRetrain
-        | Endpoint::AdminCompact => "admin",
+        | Endpoint::AdminCompact
+        | Endpoint::AdminBackup => "admin",
         Endpoint::CatalogTable
         | Endpoint::CatalogTableNamed
         | Endpoint::CatalogTableField

@@ -257,6 +257,7 @@ impl ShardHost {
         K::registry(self).stopping.insert(key.clone(), Vec::new());
         let stopped: futures::future::BoxFuture<'static, bool> = match reason {
             StopReason::Passivate => {
+                crate::metrics::passivated(K::NAME);
                 let (reply, persisted) = oneshot::channel();
                 addr.do_send(KeyMessage::Passivate(reply));
                 Box::pin(async move { matches!(persisted.await, Ok(Ok(()))) })

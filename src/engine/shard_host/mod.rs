@@ -37,7 +37,7 @@ use lru::LruCache;
 use tokio::sync::oneshot;
 
 use super::catalog::ItemReader;
-use super::live_actor::{Session, User};
+use super::live_actor::{LiveKind, Session, User};
 use super::signal_board::SignalBoard;
 use super::LiveStateError;
 use crate::clock::SharedClock;
@@ -171,7 +171,14 @@ impl Actor for ShardHost {
         context.run_interval(tick, |host, context| {
             host.passivate_idle::<Session>(context);
             host.passivate_idle::<User>(context);
+            crate::metrics::live_actors(host.shard, Session::NAME, host.sessions.live.len());
+            crate::metrics::live_actors(host.shard, User::NAME, host.users.live.len());
         });
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        crate::metrics::live_actors(self.shard, Session::NAME, 0);
+        crate::metrics::live_actors(self.shard, User::NAME, 0);
     }
 }
 
