@@ -71,6 +71,9 @@ enum Command {
         #[arg(long)]
         to: PathBuf,
     },
+    /// Load catalog items, users or events from a JSON-lines or CSV file into a running
+    /// node, with a progress bar; resumable after an interruption.
+    Import(ImportArgs),
     /// Restore a data directory (new or empty) from a backup directory.
     Restore {
         #[command(flatten)]
@@ -98,6 +101,65 @@ struct CommonArgs {
     /// Which node of the topology this process is (overrides node.id).
     #[arg(long, global = true)]
     node_id: Option<String>,
+}
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// The file: JSON lines (NDJSON, one object per line) or CSV with a header row.
+    pub file: PathBuf,
+    /// What its rows are.
+    #[arg(long, value_enum)]
+    pub kind: ImportKind,
+    /// The node to load into.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// An API key with the scope the rows need (catalog:write, users:write or events:write).
+    #[arg(long, env = "RANKSTREAM_ADMIN_KEY", hide_env_values = true)]
+    pub key: String,
+    /// The file's format; default: CSV for a `.csv` file, JSON lines for any other.
+    #[arg(long, value_enum)]
+    pub format: Option<ImportFormat>,
+    /// Items: the table of rows that name none (`_table`; the node's default: items).
+    #[arg(long)]
+    pub table: Option<String>,
+    /// The column (or key) holding each row's id: items' `id`, users' `uid`, events' `id`.
+    #[arg(long)]
+    pub id_column: Option<String>,
+    /// Rename a column (or key) to a field, COLUMN=FIELD; repeat for more.
+    #[arg(long = "map", value_name = "COLUMN=FIELD")]
+    pub map: Vec<String>,
+    /// CSV: split a column into an array of strings at SEPARATOR, COLUMN=SEPARATOR (e.g. genres=|).
+    #[arg(long = "split", value_name = "COLUMN=SEPARATOR")]
+    pub split: Vec<String>,
+    /// Leave a column (or key) out; repeat for more.
+    #[arg(long = "skip", value_name = "COLUMN")]
+    pub skip: Vec<String>,
+    /// Events: the `type` of rows that have none.
+    #[arg(long)]
+    pub event_type: Option<String>,
+    /// Rows per request.
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: usize,
+    /// Where rows the node refuses go, with their reasons (JSON lines); default:
+    /// NAME.rejected.jsonl in the working directory (NAME: the file's name).
+    #[arg(long)]
+    pub rejected: Option<PathBuf>,
+    /// Start from the first row although an earlier import of the file stopped midway.
+    #[arg(long)]
+    pub restart: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImportKind {
+    Items,
+    Users,
+    Events,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImportFormat {
+    Jsonl,
+    Csv,
 }
 
 #[derive(Args)]
@@ -197,6 +259,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Keys { common, action } => keys_command(&load_config(&common)?, action),
         Command::Backup { common, to } => cli::backup::backup(&load_config(&common)?, &to),
+        Command::Import(args) => tokio::runtime::Runtime::new()?.block_on(cli::import::run(args)),
         Command::Restore {
             common,
             from,

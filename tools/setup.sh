@@ -108,6 +108,11 @@ ensure_promtool() {
     command -v promtool >/dev/null 2>&1 || APT_OPTIONS=--no-install-recommends apt_install_missing prometheus
 }
 
+# Headless Chromium and its WebDriver, which the dashboard's browser test drives.
+ensure_chromium() {
+    APT_OPTIONS=--no-install-recommends apt_install_missing chromium chromium-driver
+}
+
 # `setup.sh serve`: only what building and serving need (tools/run.sh): the embedded
 # default uses no Kafka broker. `setup.sh` (tools/test.sh, the benchmarks): everything
 # the tests use as well.
@@ -119,6 +124,7 @@ main() {
     ensure_kafka_broker
     ensure_schemathesis
     ensure_promtool
+    ensure_chromium
 }
 
 main "$@"

@@ -46,6 +46,7 @@ pub(super) struct RemapAnswer<'a> {
 pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let services = &state.services;
     match (endpoint, &request.method) {
+        (Endpoint::CatalogTable, &Method::GET) => ok(&json!({ "tables": services.list_tables().await? })),
         (Endpoint::CatalogTable, _) => {
             let body: PutTableBody = request.json()?;
             let record = services

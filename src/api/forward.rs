@@ -103,6 +103,38 @@ impl Peers {
         Some((status.as_u16(), serde_json::from_slice(&body).unwrap_or(Value::Null)))
     }
 
+    /// `method path` with a JSON `body` on `http` (an `IP:PORT`) with a bearer key: the
+    /// status, the `Retry-After` seconds if any, and the JSON body (`Null` if it is
+    /// not JSON); `None` when the node did not answer within `limit`. For the CLI.
+    pub async fn call_json(
+        &self,
+        http: &str,
+        method: &str,
+        path: &str,
+        key: &str,
+        body: Vec<u8>,
+        limit: Duration,
+    ) -> Option<(u16, Option<u64>, Value)> {
+        let request = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).ok()?)
+            .uri(format!("http://{http}{path}"))
+            .header(CONTENT_TYPE, "application/json")
+            .header(AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {key}")).ok()?)
+            .body(Full::new(Bytes::from(body)))
+            .ok()?;
+        let exchange = async {
+            let response = self.client.request(request).await.ok()?;
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|value| value.to_str().ok()?.parse().ok());
+            let body = response.into_body().collect().await.ok()?.to_bytes();
+            Some((status, retry_after, serde_json::from_slice(&body).unwrap_or(Value::Null)))
+        };
+        tokio::time::timeout(limit, exchange).await.ok().flatten()
+    }
+
     /// One request to `http` (an `IP:PORT`); `None` when no whole answer came within `limit`.
     pub async fn request(
         &self,

@@ -8,6 +8,7 @@ mod admin;
 mod auth;
 mod catalog;
 mod chat;
+mod dashboard;
 mod decode;
 mod embed;
 mod embedded_events;
@@ -280,6 +281,8 @@ async fn route(
         Endpoint::Healthz => ok(&json!({ "status": "ok" })),
         Endpoint::OpenApi => Ok(openapi::response()),
         Endpoint::Metrics => Ok(text_response(state.services.metrics_text())),
+        Endpoint::Dashboard => dashboard::asset(None),
+        Endpoint::DashboardAsset => dashboard::asset(Some(&request.params[0])),
         Endpoint::Readyz => readiness(state),
         Endpoint::AdminKeys
         | Endpoint::AdminKey

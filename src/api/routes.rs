@@ -66,19 +66,24 @@ pub enum Endpoint {
     OpenApi,
     /// `/metrics`: the node's Prometheus metrics
     Metrics,
+    /// `/dashboard`: the operator's dashboard page
+    Dashboard,
+    /// `/dashboard/{asset}`: its script and style sheet
+    DashboardAsset,
 }
 
 const GET: &[Method] = &[Method::GET];
 const PUT: &[Method] = &[Method::PUT];
 const POST: &[Method] = &[Method::POST];
 const GET_POST: &[Method] = &[Method::GET, Method::POST];
+const GET_PUT: &[Method] = &[Method::GET, Method::PUT];
 const GET_DELETE: &[Method] = &[Method::GET, Method::DELETE];
 const GET_PATCH_DELETE: &[Method] = &[Method::GET, Method::PATCH, Method::DELETE];
 const DELETE: &[Method] = &[Method::DELETE];
 
 impl Endpoint {
     /// Every endpoint, in [`Endpoint::index`] order.
-    pub const ALL: [Endpoint; 31] = [
+    pub const ALL: [Endpoint; 33] = [
         Endpoint::Healthz,
         Endpoint::Readyz,
         Endpoint::AdminKeys,
@@ -110,6 +115,8 @@ impl Endpoint {
         Endpoint::Embed,
         Endpoint::OpenApi,
         Endpoint::Metrics,
+        Endpoint::Dashboard,
+        Endpoint::DashboardAsset,
     ];
 
     /// Its position in [`Endpoint::ALL`].
@@ -151,6 +158,8 @@ impl Endpoint {
             Endpoint::Embed => "/embed",
             Endpoint::OpenApi => "/openapi.json",
             Endpoint::Metrics => "/metrics",
+            Endpoint::Dashboard => "/dashboard",
+            Endpoint::DashboardAsset => "/dashboard/{asset}",
         }
     }
 
@@ -202,10 +211,17 @@ impl Endpoint {
             ["embed"] | ["v1", "embed"] => Endpoint::Embed,
             ["openapi.json"] => Endpoint::OpenApi,
             ["metrics"] => Endpoint::Metrics,
+            ["dashboard"] => Endpoint::Dashboard,
+            ["dashboard", _] => Endpoint::DashboardAsset,
             _ => return None,
         };
         let params = match endpoint {
-            Endpoint::AdminKey | Endpoint::CatalogTableNamed | Endpoint::User | Endpoint::Session | Endpoint::Event => {
+            Endpoint::AdminKey
+            | Endpoint::CatalogTableNamed
+            | Endpoint::User
+            | Endpoint::Session
+            | Endpoint::Event
+            | Endpoint::DashboardAsset => {
                 vec![segments[segments.len() - 1]]
             }
             Endpoint::UserState => vec![segments[2]],
@@ -231,12 +247,16 @@ impl Endpoint {
     /// The methods this endpoint takes.
     pub fn methods(self) -> &'static [Method] {
         match self {
-            Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi | Endpoint::Metrics => GET,
+            Endpoint::Healthz
+            | Endpoint::Readyz
+            | Endpoint::OpenApi
+            | Endpoint::Metrics
+            | Endpoint::Dashboard
+            | Endpoint::DashboardAsset => GET,
             Endpoint::AdminKeys | Endpoint::AdminBackup => GET_POST,
             Endpoint::AdminKey => DELETE,
-            Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
-                PUT
-            }
+            Endpoint::CatalogTable => GET_PUT,
+            Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => PUT,
             Endpoint::CatalogTableNamed => GET_DELETE,
             Endpoint::CatalogItemNamed | Endpoint::User => GET_PATCH_DELETE,
             Endpoint::Users
@@ -260,17 +280,26 @@ impl Endpoint {
     /// API document.
     pub fn scope(self, method: &Method) -> Option<&'static str> {
         Some(match self {
-            Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi => return None,
+            // The dashboard's files are public; what the page shows needs its key.
+            Endpoint::Healthz
+            | Endpoint::Readyz
+            | Endpoint::OpenApi
+            | Endpoint::Dashboard
+            | Endpoint::DashboardAsset => return None,
             Endpoint::AdminKeys
             | Endpoint::AdminKey
             | Endpoint::AdminStats
             | Endpoint::AdminRetrain
             | Endpoint::AdminCompact
             | Endpoint::AdminBackup => "admin",
+            Endpoint::CatalogTable | Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed
+                if method == Method::GET =>
+            {
+                "catalog:read"
+            }
             Endpoint::CatalogTable | Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => {
                 "catalog:write"
             }
-            Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed if method == Method::GET => "catalog:read",
             Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed => "catalog:write",
             Endpoint::User if method == Method::GET => "catalog:read",
             Endpoint::User | Endpoint::Users => "users:write",

@@ -111,6 +111,21 @@ impl Engine {
         self.tables.get(name)
     }
 
+    /// Every table's record (the users' field types under `users`), by name.
+    pub fn tables(&self) -> Vec<Arc<TableRecord>> {
+        self.tables.names().iter().filter_map(|name| self.tables.get(name)).collect()
+    }
+
+    /// Stored users, counted by a scan of every shard's (a few ms per 100k). Blocks.
+    pub fn count_users(&self) -> Result<u64, CatalogError> {
+        let mut count = 0;
+        for entry in self.storage.scan_prefix(Cf::Users, &[]) {
+            entry.map_err(CatalogError::Storage)?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
     /// Creates or updates a table on the shard its name hashes to.
     pub async fn put_table(
         &self,

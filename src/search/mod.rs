@@ -23,8 +23,8 @@ use std::time::Duration;
 use crossbeam::channel::{Receiver, Sender};
 use parking_lot::{Mutex, RwLock};
 use serde_json::{Map, Value};
-use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermSetQuery};
+use tantivy::collector::{Count, TopDocs};
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery, TermSetQuery};
 use tantivy::schema::Value as _;
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
@@ -267,6 +267,15 @@ impl SearchIndex {
             0 => Duration::ZERO,
             since => Duration::from_millis(unix_millis().saturating_sub(since)),
         }
+    }
+
+    /// Items of `table` searchable now (soft-deleted ones are not in the index).
+    pub fn count_in_table(&self, table: &str) -> Result<u64, SearchError> {
+        let query = TermQuery::new(
+            Term::from_field_text(self.fields.table, table),
+            tantivy::schema::IndexRecordOption::Basic,
+        );
+        Ok(self.reader.searcher().search(&query, &Count)? as u64)
     }
 
     /// Documents searchable now.

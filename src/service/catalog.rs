@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::{ServiceError, Services};
 pub use crate::engine::catalog::{FieldType, Relation, TableRecord};
@@ -38,6 +38,27 @@ impl Services {
         self.engine
             .get_table(name)
             .ok_or_else(|| ServiceError::NotFound(format!("table {name:?}")))
+    }
+
+    /// Every table's record with its rows: items searchable now (soft-deleted ones
+    /// left out), for `users` the stored users.
+    pub async fn list_tables(&self) -> Result<Vec<Value>, ServiceError> {
+        let mut listed = Vec::new();
+        for table in self.engine.tables() {
+            let rows = match table.table_name.as_str() {
+                USERS_TABLE => {
+                    let engine = self.engine.clone();
+                    tokio::task::spawn_blocking(move || engine.count_users())
+                        .await
+                        .map_err(|error| ServiceError::Internal(error.to_string()))??
+                }
+                name => self.search.count_in_table(name)?,
+            };
+            let mut view = serde_json::to_value(&*table).map_err(|error| ServiceError::Internal(error.to_string()))?;
+            view["rows"] = json!(rows);
+            listed.push(view);
+        }
+        Ok(listed)
     }
 
     /// Deletes a table's record and its rows on every shard.

@@ -29,6 +29,7 @@ mod events;
 #[allow(unused_imports)] // used by the events test crates only
 pub use events::*;
 pub mod movielens;
+pub mod webdriver;
 
 /// How long a server may take to print its listening line.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);

@@ -292,11 +292,22 @@ fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoi
         ));
     }
     let (status, body) = spec.success;
-    let success = match endpoint {
-        Endpoint::Metrics => ResponseBuilder::new()
+    let text = |media_type: &str| {
+        ResponseBuilder::new()
             .description("Success.")
-            .content("text/plain", Content::new(Some(body)))
-            .build(),
+            .content(media_type, Content::new(Some(body.clone())))
+            .build()
+    };
+    let success = match endpoint {
+        Endpoint::Metrics => text("text/plain"),
+        Endpoint::Dashboard => text("text/html"),
+        Endpoint::DashboardAsset => {
+            let mut response = text("text/javascript");
+            response
+                .content
+                .insert("text/css".into(), Content::new(Some(body.clone())));
+            response
+        }
         _ => json_response("Success.", body),
     };
     builder = builder.response(status.to_string(), success);
@@ -350,9 +361,11 @@ fn error_statuses(endpoint: Endpoint) -> &'static [(u16, &'static str)] {
         (500, "Storage or internal failure; retry with backoff."),
         (503, "A part of the service is unavailable; retry after `Retry-After`."),
     ];
+    const FILE: &[(u16, &str)] = &[(404, "No such file.")];
     match endpoint {
         Endpoint::Readyz => PROBE,
-        Endpoint::Healthz | Endpoint::OpenApi => OPEN,
+        Endpoint::Healthz | Endpoint::OpenApi | Endpoint::Dashboard => OPEN,
+        Endpoint::DashboardAsset => FILE,
         _ => ALL,
     }
 }
@@ -367,6 +380,16 @@ fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> Spec {
             (200, schemas.of::<Probe>()),
         ),
         Endpoint::OpenApi => ("This document.", None, (200, schemas.of::<AnyObject>())),
+        Endpoint::Dashboard => (
+            "The operator's dashboard (HTML; it signs in with an admin key).",
+            None,
+            (200, RefOr::T(Schema::Object(Object::with_type(Type::String)))),
+        ),
+        Endpoint::DashboardAsset => (
+            "A file of the dashboard: app.js or style.css.",
+            None,
+            (200, RefOr::T(Schema::Object(Object::with_type(Type::String)))),
+        ),
         Endpoint::Metrics => (
             "Prometheus metrics, in the text exposition format (`text/plain; version=0.0.4`).",
             None,
@@ -397,6 +420,11 @@ fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> Spec {
         ),
         Endpoint::AdminBackup => (
             "Take a backup of the running node into `storage.backup_dir` (RocksDB's backup engine) and answer when it is complete.",
+            None,
+            (200, schemas.of::<AnyObject>()),
+        ),
+        Endpoint::CatalogTable if get => (
+            "Every table with its inferred field types and its rows (items searchable now; for users, stored users).",
             None,
             (200, schemas.of::<AnyObject>()),
         ),
@@ -545,7 +573,12 @@ fn operation_id(endpoint: Endpoint, method: &Method) -> String {
 
 fn tag(endpoint: Endpoint) -> &'static str {
     match endpoint {
-        Endpoint::Healthz | Endpoint::Readyz | Endpoint::OpenApi | Endpoint::Metrics => "meta",
+        Endpoint::Healthz
+        | Endpoint::Readyz
+        | Endpoint::OpenApi
+        | Endpoint::Metrics
+        | Endpoint::Dashboard
+        | Endpoint::DashboardAsset => "meta",
         Endpoint::AdminKeys
         | Endpoint::AdminKey
         | Endpoint::AdminStats
