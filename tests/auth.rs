@@ -88,6 +88,9 @@ fn all_routes() -> Vec<Route> {
         ),
         route(Method::GET, "/v1/admin/keys", None, "admin", 200),
         route(Method::DELETE, "/v1/admin/keys/absent", None, "admin", 404),
+        route(Method::GET, "/v1/catalog/table", None, "catalog:read", 200),
+        route(Method::GET, "/metrics", None, "metrics", 200),
+        route(Method::GET, "/v1/admin/backup", None, "admin", 200),
     ]
 }
 

@@ -68,7 +68,7 @@ fn health_routing_errors_and_graceful_stop() {
 
     // Known paths with a wrong method: 405 with an Allow header naming the allowed methods.
     let cases: [(&str, &str, &[&str]); 8] = [
-        ("DELETE", "/v1/catalog/table", &["PUT"]),
+        ("DELETE", "/v1/catalog/table", &["GET", "PUT"]),
         ("POST", "/v1/catalog/item", &["PUT"]),
         ("GET", "/v1/catalog/items", &["PUT"]),
         ("PUT", "/v1/catalog/item/items/x", &["GET", "PATCH", "DELETE"]),

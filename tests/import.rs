@@ -82,11 +82,15 @@ fn movielens_imports_resumes_after_a_kill_and_reports_rejected_rows() {
         serde_json::json!(["Adventure", "Animation", "Children", "Comedy", "Fantasy"])
     );
 
-    // Ratings as events, 100 a request; killed once it is past row 10,000, then resumed.
+    // Ratings as events, 10 a request (slow enough to be caught midway); killed once it
+    // is past row 10,000, then resumed (1,000 a request: the batch size is free to change).
     let ratings = Path::new(DATA).join("ratings.csv");
-    let mut args: Vec<&str> = RATINGS.to_vec();
-    args.extend(["100", "--map", "timestamp=original_timestamp"]);
-    let mut child = import(&server, work.path(), &ratings, &args)
+    let with_batch = |size: &'static str| {
+        let mut args: Vec<&str> = RATINGS.to_vec();
+        args.extend([size, "--map", "timestamp=original_timestamp"]);
+        args
+    };
+    let mut child = import(&server, work.path(), &ratings, &with_batch("10"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -105,7 +109,7 @@ fn movielens_imports_resumes_after_a_kill_and_reports_rejected_rows() {
     });
     child.kill().unwrap();
     child.wait().unwrap();
-    let output = import(&server, work.path(), &ratings, &args).output().unwrap();
+    let output = import(&server, work.path(), &ratings, &with_batch("1000")).output().unwrap();
     let said = String::from_utf8_lossy(&output.stderr).into_owned();
     let done = summary(output);
     eprintln!("ratings, resumed: {done}");

@@ -17,6 +17,11 @@ const ASSETS: [(&str, &str, &str); 3] = [
     ("style.css", "text/css; charset=utf-8", include_str!("style.css")),
 ];
 
+/// The names of the files served under `/dashboard/`.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    ASSETS.iter().map(|(name, _, _)| *name)
+}
+
 /// What the page may load and run: its own files and API only.
 const CONTENT_SECURITY_POLICY: &str =
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'";

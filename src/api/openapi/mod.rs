@@ -261,12 +261,20 @@ fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoi
         .operation_id(Some(operation_id(endpoint, method)))
         .tag(tag(endpoint));
     for name in path_parameters(endpoint.pattern()) {
+        let schema = match endpoint {
+            // The dashboard's files are a fixed set.
+            Endpoint::DashboardAsset => utoipa::openapi::schema::ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(super::dashboard::names()))
+                .build(),
+            _ => non_empty_string(),
+        };
         builder = builder.parameter(
             ParameterBuilder::new()
                 .name(name)
                 .parameter_in(ParameterIn::Path)
                 .required(Required::True)
-                .schema(Some(non_empty_string())),
+                .schema(Some(schema)),
         );
     }
     for (name, description) in spec.query {
