@@ -280,7 +280,9 @@ fn init_logging(format: LogFormat, filter: Option<&str>) -> anyhow::Result<()> {
             .map_err(|error| anyhow::anyhow!("--log {directives:?} is not a log filter: {error}"))?,
         None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),

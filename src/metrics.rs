@@ -69,23 +69,43 @@ pub fn handle() -> &'static PrometheusHandle {
 
 /// The HELP line of every metric.
 fn describe() {
-    describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by endpoint pattern, method and status.");
+    describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests answered, by endpoint pattern, method and status."
+    );
     describe_histogram!(
         HTTP_DURATION,
         Unit::Seconds,
         "Time from a request's head to its response, by endpoint pattern, method and status."
     );
-    describe_counter!(EVENTS_INGESTED, "Events accepted and applied for the first time, by source.");
-    describe_counter!(EVENTS_DUPLICATED, "Events accepted again under an id already applied, by source.");
+    describe_counter!(
+        EVENTS_INGESTED,
+        "Events accepted and applied for the first time, by source."
+    );
+    describe_counter!(
+        EVENTS_DUPLICATED,
+        "Events accepted again under an id already applied, by source."
+    );
     describe_counter!(
         EVENTS_REJECTED,
         "Events refused (invalid, or a part of the node unavailable; Kafka: dead-lettered), by source."
     );
     describe_gauge!(LIVE_ACTORS, "Live actors, by shard and kind (session, user).");
-    describe_counter!(PASSIVATIONS, "Live actors passivated (state persisted, actor stopped), by kind.");
-    describe_histogram!(CHECKPOINT_DURATION, Unit::Seconds, "Time of a checkpoint of every shard.");
+    describe_counter!(
+        PASSIVATIONS,
+        "Live actors passivated (state persisted, actor stopped), by kind."
+    );
+    describe_histogram!(
+        CHECKPOINT_DURATION,
+        Unit::Seconds,
+        "Time of a checkpoint of every shard."
+    );
     describe_histogram!(COMMIT_BATCH, "Writes (key puts and deletes) in one group commit.");
-    describe_histogram!(COMMIT_DURATION, Unit::Seconds, "Time of one group commit, its fsync included.");
+    describe_histogram!(
+        COMMIT_DURATION,
+        Unit::Seconds,
+        "Time of one group commit, its fsync included."
+    );
     describe_gauge!(
         KAFKA_LAG,
         "Messages between the next offset to apply and the partition's end, by topic and partition."
@@ -98,7 +118,11 @@ fn describe() {
     describe_gauge!(MODEL_EVENTS, "Events the published models have learned.");
     describe_gauge!(MODEL_ITEMS, "Items the published models know.");
     describe_gauge!(MODEL_MEMORY, Unit::Bytes, "Estimated heap of the published models.");
-    describe_gauge!(MODEL_PUBLISHED, Unit::Seconds, "Unix time of the last published models.");
+    describe_gauge!(
+        MODEL_PUBLISHED,
+        Unit::Seconds,
+        "Unix time of the last published models."
+    );
     describe_gauge!(
         SEARCH_LAG,
         Unit::Seconds,

@@ -28,7 +28,11 @@ struct Acknowledged {
 /// Posts an event and upserts an item per round until `stop`, recording each
 /// acknowledgement's time.
 fn writer(w: usize, url: String, key: String, stop: Arc<AtomicBool>, acked: Arc<Mutex<Acknowledged>>) {
-    let client = Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().unwrap();
+    let client = Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
         let id = format!("b{w}-{n}");
@@ -36,7 +40,12 @@ fn writer(w: usize, url: String, key: String, stop: Arc<AtomicBool>, acked: Arc<
             "click",
             json!({"id": id, "uid": format!("u{w}-{}", n % 50), "item_id": format!("it{w}-{}", n % 30), "click_type": "tile"}),
         );
-        let reply = client.post(format!("{url}/v1/events")).bearer_auth(&key).json(&body).send().unwrap();
+        let reply = client
+            .post(format!("{url}/v1/events"))
+            .bearer_auth(&key)
+            .json(&body)
+            .send()
+            .unwrap();
         assert_eq!(reply.status().as_u16(), 202, "event {id}");
         acked.lock().unwrap().events.push((Instant::now(), id));
         let item = format!("it{w}-{n}");
@@ -54,7 +63,10 @@ fn writer(w: usize, url: String, key: String, stop: Arc<AtomicBool>, acked: Arc<
 
 /// `rankstream <args>`; its stdout as JSON, or the failure with its stderr.
 fn cli(args: &[&OsStr]) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_rankstream")).args(args).output().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rankstream"))
+        .args(args)
+        .output()
+        .unwrap();
     assert!(
         output.status.success(),
         "rankstream {args:?} failed: {}",
@@ -73,7 +85,12 @@ fn a_backup_under_write_load_restores_every_write_acknowledged_before_it() {
     let acked = Arc::new(Mutex::new(Acknowledged::default()));
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
-            let (url, key, stop, acked) = (server.base_url.clone(), server.admin_key.clone(), stop.clone(), acked.clone());
+            let (url, key, stop, acked) = (
+                server.base_url.clone(),
+                server.admin_key.clone(),
+                stop.clone(),
+                acked.clone(),
+            );
             thread::spawn(move || writer(w, url, key, stop, acked))
         })
         .collect();
@@ -89,7 +106,10 @@ fn a_backup_under_write_load_restores_every_write_acknowledged_before_it() {
     }
     assert!(backup["size_bytes"].as_u64().unwrap() > 0, "{backup}");
     assert!(backup["files"].as_u64().unwrap() > 0, "{backup}");
-    assert!(backup["search_index"].as_str().unwrap().contains("rebuilds"), "{backup}");
+    assert!(
+        backup["search_index"].as_str().unwrap().contains("rebuilds"),
+        "{backup}"
+    );
     let directory = backup["directory"].as_str().unwrap().to_owned();
     let listed = assert_status(&server.admin_get("/v1/admin/backup"), 200, "backups").clone();
     assert_eq!(listed["directory"], directory, "{listed}");
@@ -101,28 +121,53 @@ fn a_backup_under_write_load_restores_every_write_acknowledged_before_it() {
     let data = server.data_path().to_owned();
     let old = data.with_file_name("data-old");
     std::fs::rename(&data, &old).unwrap();
-    let restored = cli(&["restore".as_ref(), "--from".as_ref(), directory.as_ref(), "--data-dir".as_ref(), data.as_ref()]);
+    let restored = cli(&[
+        "restore".as_ref(),
+        "--from".as_ref(),
+        directory.as_ref(),
+        "--data-dir".as_ref(),
+        data.as_ref(),
+    ]);
     assert_eq!(restored["backup_id"], backup["backup_id"], "{restored}");
     server.restart();
 
     let acked = acked.lock().unwrap();
     let (before, after): (Vec<_>, Vec<_>) = acked.events.iter().partition(|(at, _)| *at < began);
     let later: Vec<_> = after.iter().filter(|(at, _)| *at > ended).collect();
-    assert!(before.len() > 10 && !later.is_empty(), "{} before, {} after", before.len(), later.len());
+    assert!(
+        before.len() > 10 && !later.is_empty(),
+        "{} before, {} after",
+        before.len(),
+        later.len()
+    );
     for (_, id) in &before {
-        assert_status(&server.admin_get(&format!("/v1/events/{id}")), 200, &format!("event {id}"));
+        assert_status(
+            &server.admin_get(&format!("/v1/events/{id}")),
+            200,
+            &format!("event {id}"),
+        );
     }
     for (_, id) in &later {
-        assert_eq!(server.admin_get(&format!("/v1/events/{id}")).0.as_u16(), 404, "event {id} came after");
+        assert_eq!(
+            server.admin_get(&format!("/v1/events/{id}")).0.as_u16(),
+            404,
+            "event {id} came after"
+        );
     }
     let items_before: Vec<_> = acked.items.iter().filter(|(at, _)| *at < began).collect();
     for (_, id) in &items_before {
-        assert_status(&server.admin_get(&format!("/v1/catalog/item/items/{id}")), 200, &format!("item {id}"));
+        assert_status(
+            &server.admin_get(&format!("/v1/catalog/item/items/{id}")),
+            200,
+            &format!("item {id}"),
+        );
     }
     // The search index was not in the backup: the node rebuilt it from the catalog.
-    poll_until(Duration::from_secs(20), "ready", || match server.admin_get("/readyz").0.as_u16() {
-        200 => Ok(()),
-        status => Err(status.to_string()),
+    poll_until(Duration::from_secs(20), "ready", || {
+        match server.admin_get("/readyz").0.as_u16() {
+            200 => Ok(()),
+            status => Err(status.to_string()),
+        }
     });
     let (_, found) = server.admin_post("/v1/search", json!({"query": "backed up item"}));
     assert!(!found["items"].as_array().unwrap().is_empty(), "{found}");
@@ -138,10 +183,22 @@ fn a_backup_under_write_load_restores_every_write_acknowledged_before_it() {
     // A stopped node's directory through the CLI: the same kind of backup.
     server.stop();
     let offline = old.with_file_name("offline-backups");
-    let taken = cli(&["backup".as_ref(), "--to".as_ref(), offline.as_ref(), "--data-dir".as_ref(), old.as_ref()]);
+    let taken = cli(&[
+        "backup".as_ref(),
+        "--to".as_ref(),
+        offline.as_ref(),
+        "--data-dir".as_ref(),
+        old.as_ref(),
+    ]);
     assert!(taken["size_bytes"].as_u64().unwrap() > 0, "{taken}");
     let again = old.with_file_name("again");
-    cli(&["restore".as_ref(), "--from".as_ref(), offline.as_ref(), "--data-dir".as_ref(), again.as_ref()]);
+    cli(&[
+        "restore".as_ref(),
+        "--from".as_ref(),
+        offline.as_ref(),
+        "--data-dir".as_ref(),
+        again.as_ref(),
+    ]);
     assert!(again.join("CURRENT").is_file());
     // Never over a directory that holds anything.
     let refused = Command::new(env!("CARGO_BIN_EXE_rankstream"))

@@ -36,7 +36,11 @@ fn an_operator_signs_in_manages_keys_and_the_catalog_watches_live_figures_and_tr
         .map(|n| json!({"id": format!("t{n}"), "title": format!("Harbour cruise {n}"), "price": n as f64 + 0.5}))
         .collect();
     assert_status(&server.admin_put("/v1/catalog/items", json!(items)), 200, "catalog");
-    let client = Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().unwrap();
+    let client = Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
     let shots = screenshots();
     let browser = Browser::start(1280, 800);
 
@@ -46,7 +50,9 @@ fn an_operator_signs_in_manages_keys_and_the_catalog_watches_live_figures_and_tr
     browser.screenshot(&shots.join("signin.png"));
     browser.type_into("#signin-key", "not-a-key");
     browser.click("#signin-button");
-    let refused = browser.wait_for("the sign-in error", |b| Some(b.text("#error")).filter(|t| !t.is_empty()));
+    let refused = browser.wait_for("the sign-in error", |b| {
+        Some(b.text("#error")).filter(|t| !t.is_empty())
+    });
     assert!(refused.starts_with("unauthorized: "), "{refused}");
     browser.type_into("#signin-key", &server.admin_key);
     browser.click("#signin-button");
@@ -57,7 +63,9 @@ fn an_operator_signs_in_manages_keys_and_the_catalog_watches_live_figures_and_tr
     browser.type_into("#key-name", "from-the-browser");
     browser.click(".key-scope[value='search']");
     browser.click("#key-create");
-    let secret = browser.wait_for("the new key's secret", |b| Some(b.text("#key-secret")).filter(|t| !t.is_empty()));
+    let secret = browser.wait_for("the new key's secret", |b| {
+        Some(b.text("#key-secret")).filter(|t| !t.is_empty())
+    });
     browser.screenshot(&shots.join("keys.png"));
     let search = |key: &str| {
         client
@@ -100,7 +108,9 @@ fn an_operator_signs_in_manages_keys_and_the_catalog_watches_live_figures_and_tr
     browser.select("#remap-field", "price");
     browser.select("#remap-type", "string");
     browser.click("#remap-submit");
-    let result = browser.wait_for("the remap's result", |b| Some(b.text("#remap-result")).filter(|t| !t.is_empty()));
+    let result = browser.wait_for("the remap's result", |b| {
+        Some(b.text("#remap-result")).filter(|t| !t.is_empty())
+    });
     assert!(result.contains("converted 30"), "{result}");
     let (_, table) = server.admin_get("/v1/catalog/table/items");
     assert_eq!(table["fields"]["price"], "string", "{table}");
@@ -164,7 +174,10 @@ fn an_operator_signs_in_manages_keys_and_the_catalog_watches_live_figures_and_tr
             "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
             json!([]),
         );
-        assert!(overflow.as_i64().unwrap() <= 0, "{page} scrolls sideways by {overflow} px at 390 px");
+        assert!(
+            overflow.as_i64().unwrap() <= 0,
+            "{page} scrolls sideways by {overflow} px at 390 px"
+        );
         browser.screenshot(&shots.join(format!("{page}-phone.png")));
     }
 }

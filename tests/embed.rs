@@ -449,8 +449,14 @@ fn a_model_directory_that_cannot_load_stops_the_node_at_start() {
 fn by_default_the_node_embeds_with_the_model_set_up_put_in_place() {
     // TestServer pins the hashed embedder for the other tests; "auto" is the compiled default.
     assert!(rankstream::config::DEFAULT_TOML.contains("model_dir = \"auto\""));
-    let models = std::path::Path::new(&minilm_dir()).parent().unwrap().to_str().unwrap().to_owned();
-    let server = TestServer::start_with_env(&[("RANKSTREAM__EMBED__MODEL_DIR", "auto"), ("RANKSTREAM_MODELS", &models)]);
+    let models = std::path::Path::new(&minilm_dir())
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let server =
+        TestServer::start_with_env(&[("RANKSTREAM__EMBED__MODEL_DIR", "auto"), ("RANKSTREAM_MODELS", &models)]);
     let key = server.create_key(&["embed"], json!({"name": "embedder"}));
     let reply = server.post(EMBED, &key, json!({"text": "a harbour cruise at sunset"}));
     assert_eq!(assert_status(&reply, 200, "embed")["model"], "all-MiniLM-L6-v2");

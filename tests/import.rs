@@ -67,6 +67,8 @@ fn movielens_imports_resumes_after_a_kill_and_reports_rejected_rows() {
         "movieId",
         "--map",
         "title=name",
+        "--map",
+        "genres=groups",
         "--split",
         "genres=|",
     ];
@@ -109,7 +111,9 @@ fn movielens_imports_resumes_after_a_kill_and_reports_rejected_rows() {
     });
     child.kill().unwrap();
     child.wait().unwrap();
-    let output = import(&server, work.path(), &ratings, &with_batch("1000")).output().unwrap();
+    let output = import(&server, work.path(), &ratings, &with_batch("1000"))
+        .output()
+        .unwrap();
     let said = String::from_utf8_lossy(&output.stderr).into_owned();
     let done = summary(output);
     eprintln!("ratings, resumed: {done}");
@@ -143,12 +147,30 @@ fn movielens_imports_resumes_after_a_kill_and_reports_rejected_rows() {
         "{\"id\": \"ok1\", \"name\": \"fine\"}\n{\"name\": \"no id\"}\nnot json\n{\"id\": \"ok2\"}\n",
     )
     .unwrap();
-    let done = summary(import(&server, work.path(), &bad, &["--kind", "items"]).output().unwrap());
-    assert_eq!((done["rows"].as_u64(), done["imported"].as_u64(), done["rejected"].as_u64()), (Some(4), Some(2), Some(2)), "{done}");
+    let done = summary(
+        import(&server, work.path(), &bad, &["--kind", "items"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        (
+            done["rows"].as_u64(),
+            done["imported"].as_u64(),
+            done["rejected"].as_u64()
+        ),
+        (Some(4), Some(2), Some(2)),
+        "{done}"
+    );
     let rejected = std::fs::read_to_string(work.path().join("bad.jsonl.rejected.jsonl")).unwrap();
-    let lines: Vec<Value> = rejected.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let lines: Vec<Value> = rejected
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
     let rows: Vec<u64> = lines.iter().map(|line| line["row"].as_u64().unwrap()).collect();
     assert_eq!(rows.len(), 2, "{rejected}");
     assert!(rows.contains(&2) && rows.contains(&3), "{rejected}");
-    assert!(lines.iter().all(|line| !line["message"].as_str().unwrap().is_empty()), "{rejected}");
+    assert!(
+        lines.iter().all(|line| !line["message"].as_str().unwrap().is_empty()),
+        "{rejected}"
+    );
 }

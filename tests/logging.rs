@@ -30,11 +30,16 @@ fn json_logs_are_one_object_per_line_filtered_by_the_log_flag() {
         );
     }
     assert!(
-        logged.iter().any(|line| line["target"] == "rankstream::server" && line["level"] == "INFO"),
+        logged
+            .iter()
+            .any(|line| line["target"] == "rankstream::server" && line["level"] == "INFO"),
         "the server's own info lines are kept: {logged:?}"
     );
     // Lines that are not logs (the listening line) stay plain text on stdout.
-    assert!(server.output().lines().any(|line| line.starts_with("rankstream listening on ")));
+    assert!(server
+        .output()
+        .lines()
+        .any(|line| line.starts_with("rankstream listening on ")));
 }
 
 #[test]

@@ -89,13 +89,21 @@ fn a_scrape_under_load_passes_promtool_and_counts_what_the_load_did() {
         .map(|n| json!({"id": format!("m{n}"), "title": format!("Metric item {n}"), "price": n as f64 + 0.5}))
         .collect();
     assert_status(&server.admin_put("/v1/catalog/items", json!(items)), 200, "catalog");
-    let client = Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().unwrap();
+    let client = Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
 
     // A scraper's key needs the `metrics` scope (or admin); nothing is shown without one.
     let scraper = server.create_key(&["metrics"], json!({"name": "prometheus"}));
     let ranker = server.create_key(&["recommend"], json!({"name": "ranker"}));
     assert_eq!(scrape(&client, &server, None).0, 401, "no key");
-    assert_eq!(scrape(&client, &server, Some(&ranker)).0, 403, "a key without the scope");
+    assert_eq!(
+        scrape(&client, &server, Some(&ranker)).0,
+        403,
+        "a key without the scope"
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..WRITERS)
@@ -135,7 +143,7 @@ fn a_scrape_under_load_passes_promtool_and_counts_what_the_load_did() {
                 let reply = client
                     .post(format!("{url}/v1/recommend"))
                     .bearer_auth(&key)
-                    .json(&json!({"user_id": "u0-1", "item_ids": ids}))
+                    .json(&json!({"user_id": "u0-1", "item_ids": ids, "model_id": "default"}))
                     .send()
                     .unwrap();
                 assert_eq!(reply.status().as_u16(), 200, "recommend");
@@ -151,7 +159,10 @@ fn a_scrape_under_load_passes_promtool_and_counts_what_the_load_did() {
         assert_eq!(status, 200, "scrape {round}: {text}");
         assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
         let (valid, said) = promtool(&text);
-        assert!(valid, "promtool check metrics, scrape {round} under load:\n{said}\n{text}");
+        assert!(
+            valid,
+            "promtool check metrics, scrape {round} under load:\n{said}\n{text}"
+        );
         thread::sleep(Duration::from_millis(100));
     }
     for writer in writers {
@@ -187,7 +198,11 @@ fn a_scrape_under_load_passes_promtool_and_counts_what_the_load_did() {
     assert!(valid, "promtool check metrics, final scrape:\n{said}\n{text}");
     let samples = samples(&text);
     let count = |name: &str, labels: &[&str]| total(&samples, name, labels);
-    assert_eq!(count("rankstream_events_ingested_total", &["source=\"rest\""]), posted, "{text}");
+    assert_eq!(
+        count("rankstream_events_ingested_total", &["source=\"rest\""]),
+        posted,
+        "{text}"
+    );
     assert_eq!(
         count("rankstream_events_duplicated_total", &["source=\"rest\""]),
         EVENTS_PER_BATCH as f64

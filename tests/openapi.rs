@@ -53,15 +53,17 @@ fn the_document_lists_the_routes_the_server_answers() {
             operations += 1;
             let concrete = path
                 .split('/')
-                .map(|segment| match segment.strip_prefix('{').and_then(|name| name.strip_suffix('}')) {
-                    Some(name) => operation["parameters"]
-                        .as_array()
-                        .and_then(|parameters| parameters.iter().find(|p| p["name"] == name))
-                        .and_then(|parameter| parameter["schema"]["enum"][0].as_str())
-                        .unwrap_or("x")
-                        .to_owned(),
-                    None => segment.to_owned(),
-                })
+                .map(
+                    |segment| match segment.strip_prefix('{').and_then(|name| name.strip_suffix('}')) {
+                        Some(name) => operation["parameters"]
+                            .as_array()
+                            .and_then(|parameters| parameters.iter().find(|p| p["name"] == name))
+                            .and_then(|parameter| parameter["schema"]["enum"][0].as_str())
+                            .unwrap_or("x")
+                            .to_owned(),
+                        None => segment.to_owned(),
+                    },
+                )
                 .collect::<Vec<_>>()
                 .join("/");
             let secured = operation["security"].as_array().is_some_and(|list| !list.is_empty());

@@ -15,6 +15,6 @@ rankstream="${CARGO_TARGET_DIR:-target}/release/rankstream"
 [ -x "$rankstream" ] || cargo build --release --bin rankstream
 
 "$rankstream" import "$data/movies.csv" --url "$url" --kind items --table movies \
-    --id-column movieId --map title=name --split 'genres=|'
+    --id-column movieId --map title=name --map genres=groups --split 'genres=|'
 "$rankstream" import "$data/ratings.csv" --url "$url" --kind events --event-type rating \
     --map userId=uid --map movieId=item_id --map timestamp=original_timestamp

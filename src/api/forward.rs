@@ -130,7 +130,11 @@ impl Peers {
                 .get(RETRY_AFTER)
                 .and_then(|value| value.to_str().ok()?.parse().ok());
             let body = response.into_body().collect().await.ok()?.to_bytes();
-            Some((status, retry_after, serde_json::from_slice(&body).unwrap_or(Value::Null)))
+            Some((
+                status,
+                retry_after,
+                serde_json::from_slice(&body).unwrap_or(Value::Null),
+            ))
         };
         tokio::time::timeout(limit, exchange).await.ok().flatten()
     }

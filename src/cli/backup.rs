@@ -20,8 +20,12 @@ pub fn backup(config: &Config, to: &Path) -> anyhow::Result<()> {
         data_dir.display()
     );
     let retention = config.training.ranking_retention();
-    let storage = Storage::open_with(data_dir, Settings::of(&config.storage, retention))
-        .with_context(|| format!("opening {} (is a node running on it? back it up with POST /v1/admin/backup)", data_dir.display()))?;
+    let storage = Storage::open_with(data_dir, Settings::of(&config.storage, retention)).with_context(|| {
+        format!(
+            "opening {} (is a node running on it? back it up with POST /v1/admin/backup)",
+            data_dir.display()
+        )
+    })?;
     let started = std::time::Instant::now();
     let info = storage
         .backup(to, |copied| eprintln!("backup: {} MiB copied", copied >> 20))

@@ -101,13 +101,18 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<()> {
         ),
         _ => 0,
     };
-    let rejected_path = args.rejected.clone().unwrap_or_else(|| beside(&args.file, "rejected.jsonl"));
+    let rejected_path = args
+        .rejected
+        .clone()
+        .unwrap_or_else(|| beside(&args.file, "rejected.jsonl"));
     let mut rejected_file = None;
     let peers = Peers::new(5_000);
-    let format = args.format.unwrap_or_else(|| match args.file.extension().and_then(|e| e.to_str()) {
-        Some(extension) if extension.eq_ignore_ascii_case("csv") => ImportFormat::Csv,
-        _ => ImportFormat::Jsonl,
-    });
+    let format = args
+        .format
+        .unwrap_or_else(|| match args.file.extension().and_then(|e| e.to_str()) {
+            Some(extension) if extension.eq_ignore_ascii_case("csv") => ImportFormat::Csv,
+            _ => ImportFormat::Jsonl,
+        });
     let mut rows = Rows::open(&args.file, format)?;
     let progress = ProgressBar::new(file_bytes).with_style(
         ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {percent:>3}%  {msg}  ETA {eta}")
@@ -163,7 +168,13 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<()> {
             writeln!(open(&mut rejected_file, &rejected_path)?, "{line}")?;
         }
         let last = batch[batch.len() - 1].0;
-        write_state(&state_path, &ImportState { rows_done: last, file_bytes })?;
+        write_state(
+            &state_path,
+            &ImportState {
+                rows_done: last,
+                file_bytes,
+            },
+        )?;
         progress.set_position(rows.bytes_read());
         let rate = summary.rows as f64 / started.elapsed().as_secs_f64().max(1e-9);
         progress.set_message(format!("{last} rows ({rate:.0} rows/s), {} rejected", summary.rejected));
@@ -194,9 +205,11 @@ fn beside(file: &Path, suffix: &str) -> PathBuf {
 
 fn read_state(path: &Path) -> anyhow::Result<Option<ImportState>> {
     match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(
-            serde_json::from_slice(&bytes).with_context(|| format!("{} is not an import state", path.display()))?,
-        )),
+        Ok(bytes) => {
+            Ok(Some(serde_json::from_slice(&bytes).with_context(|| {
+                format!("{} is not an import state", path.display())
+            })?))
+        }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
     }
@@ -211,8 +224,14 @@ fn write_state(path: &Path, state: &ImportState) -> anyhow::Result<()> {
 
 /// The rows of a file, each a JSON object, and how far into the file they are.
 enum Rows {
-    Jsonl { lines: std::io::Lines<BufReader<File>>, bytes: u64 },
-    Csv { reader: csv::Reader<File>, headers: Vec<String> },
+    Jsonl {
+        lines: std::io::Lines<BufReader<File>>,
+        bytes: u64,
+    },
+    Csv {
+        reader: csv::Reader<File>,
+        headers: Vec<String>,
+    },
 }
 
 impl Rows {
@@ -225,7 +244,11 @@ impl Rows {
             },
             ImportFormat::Csv => {
                 let mut reader = csv::Reader::from_reader(file);
-                let headers = reader.headers()?.iter().map(|header| header.trim().to_owned()).collect();
+                let headers = reader
+                    .headers()?
+                    .iter()
+                    .map(|header| header.trim().to_owned())
+                    .collect();
                 Rows::Csv { reader, headers }
             }
         })
@@ -399,7 +422,13 @@ fn transient(code: &str) -> bool {
 }
 
 /// Sends a batch until the node has taken or refused every row of it for good.
-async fn send(peers: &Peers, http: &str, key: &str, kind: ImportKind, batch: &[(u64, Value)]) -> anyhow::Result<Refused> {
+async fn send(
+    peers: &Peers,
+    http: &str,
+    key: &str,
+    kind: ImportKind,
+    batch: &[(u64, Value)],
+) -> anyhow::Result<Refused> {
     let (method, path, wrapper) = match kind {
         ImportKind::Items => ("PUT", "/v1/catalog/items", "items"),
         ImportKind::Users => ("POST", "/v1/users", "users"),

@@ -157,7 +157,10 @@ pub fn from_config(config: &EmbedConfig) -> Result<Arc<dyn Embedder>, EmbedError
         .filter(|file| !directory.join(file).is_file())
         .collect();
     if !missing.is_empty() {
-        return Ok(fallback(format!("the MiniLM model is not where set-up puts it (missing {})", missing.join(", "))));
+        return Ok(fallback(format!(
+            "the MiniLM model is not where set-up puts it (missing {})",
+            missing.join(", ")
+        )));
     }
     Ok(match MiniLmEmbedder::load(&directory) {
         Ok(model) => Arc::new(model),

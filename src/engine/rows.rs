@@ -113,7 +113,11 @@ impl Engine {
 
     /// Every table's record (the users' field types under `users`), by name.
     pub fn tables(&self) -> Vec<Arc<TableRecord>> {
-        self.tables.names().iter().filter_map(|name| self.tables.get(name)).collect()
+        self.tables
+            .names()
+            .iter()
+            .filter_map(|name| self.tables.get(name))
+            .collect()
     }
 
     /// Stored users, counted by a scan of every shard's (a few ms per 100k). Blocks.

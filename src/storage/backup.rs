@@ -178,7 +178,10 @@ mod tests {
 
         let restored = tempfile::tempdir().unwrap();
         let into = restored.path().join("node");
-        assert_eq!(restore(backups.path(), &into, Some(first.backup_id)).unwrap().backup_id, first.backup_id);
+        assert_eq!(
+            restore(backups.path(), &into, Some(first.backup_id)).unwrap().backup_id,
+            first.backup_id
+        );
         let reopened = Storage::open(&into, Durability::Sync).unwrap();
         assert_eq!(reopened.get(Cf::Items, b"before").unwrap().as_deref(), Some(&b"1"[..]));
         assert_eq!(reopened.get(Cf::Items, b"after").unwrap(), None);

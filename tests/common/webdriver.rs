@@ -44,7 +44,11 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .expect("start chromedriver");
-        let client = Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().unwrap();
+        let client = Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
         let base = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + PATIENCE;
         while client.get(format!("{base}/status")).send().is_err() {
@@ -105,12 +109,15 @@ impl Browser {
         )
     }
 
-    /// The element `css` selects, waiting for it to exist and be displayed.
+    /// The element `css` selects, waiting for it to exist and be displayed (laid out,
+    /// or a `display: contents` box inside no hidden ancestor).
     pub fn find(&self, css: &str) -> String {
         self.wait_for(&format!("{css} to be shown"), |browser| {
             let found = browser.script(
                 "const e = document.querySelector(arguments[0]); \
-                 return e && e.offsetParent !== null ? e : null;",
+                 if (!e || e.closest('[hidden]')) return null; \
+                 const shown = e.getClientRects().length > 0 || getComputedStyle(e).display === 'contents'; \
+                 return shown ? e : null;",
                 json!([css]),
             );
             found[ELEMENT].as_str().map(str::to_owned)
@@ -131,13 +138,21 @@ impl Browser {
 
     pub fn click(&self, css: &str) {
         let element = self.find(css);
-        self.command(reqwest::Method::POST, &format!("/element/{element}/click"), Some(json!({})));
+        self.command(
+            reqwest::Method::POST,
+            &format!("/element/{element}/click"),
+            Some(json!({})),
+        );
     }
 
     /// Clears the field `css` selects and types `text` into it.
     pub fn type_into(&self, css: &str, text: &str) {
         let element = self.find(css);
-        self.command(reqwest::Method::POST, &format!("/element/{element}/clear"), Some(json!({})));
+        self.command(
+            reqwest::Method::POST,
+            &format!("/element/{element}/clear"),
+            Some(json!({})),
+        );
         self.command(
             reqwest::Method::POST,
             &format!("/element/{element}/value"),

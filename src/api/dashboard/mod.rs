@@ -38,7 +38,10 @@ pub fn asset(name: Option<&str>) -> Result<HttpResponse, ApiError> {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     // The binary is the version: a new one serves new files at once.
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("content-security-policy", HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(
+        "content-security-policy",
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
     headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     Ok(response)
 }

@@ -311,9 +311,11 @@ fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoi
         Endpoint::Dashboard => text("text/html"),
         Endpoint::DashboardAsset => {
             let mut response = text("text/javascript");
-            response
-                .content
-                .insert("text/css".into(), Content::new(Some(body.clone())));
+            for media_type in ["text/css", "text/html"] {
+                response
+                    .content
+                    .insert(media_type.into(), Content::new(Some(body.clone())));
+            }
             response
         }
         _ => json_response("Success.", body),
@@ -394,7 +396,7 @@ fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> Spec {
             (200, RefOr::T(Schema::Object(Object::with_type(Type::String)))),
         ),
         Endpoint::DashboardAsset => (
-            "A file of the dashboard: app.js or style.css.",
+            "A file of the dashboard: index.html, app.js or style.css.",
             None,
             (200, RefOr::T(Schema::Object(Object::with_type(Type::String)))),
         ),
