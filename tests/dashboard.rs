@@ -153,6 +153,14 @@ fn an_operator_signs_in_manages_keys_and_the_catalog_watches_live_figures_and_tr
     assert!(rate > 0.0);
     let latency = browser.text("#latency-table");
     assert!(latency.contains("/v1/events"), "{latency}");
+    let bars = browser.script(
+        "return document.querySelectorAll('#chart-latency rect').length;",
+        json!([]),
+    );
+    assert!(
+        bars.as_u64().unwrap() >= 2,
+        "p50 and p99 bars of at least one endpoint: {bars}"
+    );
 
     // Try it: a search shows the items with their titles.
     open(&browser, "try");

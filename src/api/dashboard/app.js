@@ -261,7 +261,8 @@ async function loadKeys() {
 }
 
 function describeRate(key) {
-  if (key.rate_per_sec === null || key.rate_per_sec === undefined) return 'unlimited';
+  // A key without its own quota has the node's (auth.default_rate_per_sec).
+  if (key.rate_per_sec === null || key.rate_per_sec === undefined) return 'node default';
   const burst = key.burst === null || key.burst === undefined ? '' : ` (burst ${key.burst})`;
   return `${key.rate_per_sec}/s${burst}`;
 }
@@ -666,6 +667,38 @@ function renderLatency(requests) {
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([endpoint, s]) => row([endpoint, s.requests, ms(s.p50_ms), ms(s.p90_ms), ms(s.p99_ms), ms(s.max_ms)]));
   fillTableBody($('latency-table'), rows, 'No requests yet.');
+  drawLatencyBars($('chart-latency'), requests);
+}
+
+/** The busiest endpoints' p99 (light bar) and p50 (dark bar) times, on one scale. */
+function drawLatencyBars(chart, requests) {
+  const busiest = Object.entries(requests)
+    .sort(([, a], [, b]) => b.requests - a.requests)
+    .slice(0, 8);
+  const width = 640;
+  const labelWidth = 210;
+  const rowHeight = 18;
+  const height = Math.max(1, busiest.length) * rowHeight + 14;
+  chart.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  const max = niceMax(Math.max(0, ...busiest.map(([, s]) => s.p99_ms)));
+  const scale = (ms) => ((width - labelWidth - 90) * ms) / max;
+  const nodes = [];
+  busiest.forEach(([endpoint, s], i) => {
+    const y = i * rowHeight;
+    const name = svg('text', { x: labelWidth - 6, y: y + 12, 'text-anchor': 'end', class: 'axis-label' });
+    name.textContent = endpoint;
+    const figures = svg('text', { x: labelWidth + scale(s.p99_ms) + 4, y: y + 12, class: 'axis-label' });
+    figures.textContent = `${formatNumber(s.p50_ms, 2)} / ${formatNumber(s.p99_ms, 2)} ms`;
+    nodes.push(
+      name,
+      svg('rect', { x: labelWidth, y: y + 3, width: scale(s.p99_ms), height: 12, class: 'bar-p99' }),
+      svg('rect', { x: labelWidth, y: y + 3, width: scale(s.p50_ms), height: 12, class: 'bar-p50' }),
+      figures,
+    );
+  });
+  const axis = svg('text', { x: width, y: height - 2, 'text-anchor': 'end', class: 'axis-label' });
+  axis.textContent = busiest.length ? `p50 / p99, scale to ${formatNumber(max, 1)} ms` : 'no requests yet';
+  chart.replaceChildren(...nodes, axis);
 }
 
 function lastPublishedText(samples) {
