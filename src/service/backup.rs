@@ -1,7 +1,8 @@
 //! Backups of the running node (`POST` and `GET /v1/admin/backup`): one at a time,
 //! into the configured directory (never one a request names: an API call does not
-//! choose where the node writes), with the bytes copied so far while one runs. `rankstream backup` (a stopped node) and `rankstream restore`
-//! call the storage layer directly.
+//! choose where the node writes), with the bytes copied so far while one runs.
+//! `rankstream backup` (a stopped node) and `rankstream restore` call the storage
+//! layer directly.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
