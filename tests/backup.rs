@@ -77,10 +77,7 @@ fn cli(args: &[&OsStr]) -> Value {
 
 #[test]
 fn a_backup_under_write_load_restores_every_write_acknowledged_before_it() {
-    let mut server = TestServer::start_with_env(&[
-        ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-        ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-    ]);
+    let mut server = TestServer::start_unthrottled();
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(Mutex::new(Acknowledged::default()));
     let writers: Vec<_> = (0..WRITERS)

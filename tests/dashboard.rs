@@ -28,10 +28,7 @@ fn open(browser: &Browser, page: &str) {
 
 #[test]
 fn an_operator_signs_in_manages_keys_and_the_catalog_watches_live_figures_and_tries_a_search() {
-    let server = TestServer::start_with_env(&[
-        ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-        ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-    ]);
+    let server = TestServer::start_unthrottled();
     let items: Vec<Value> = (0..30)
         .map(|n| json!({"id": format!("t{n}"), "title": format!("Harbour cruise {n}"), "price": n as f64 + 0.5}))
         .collect();

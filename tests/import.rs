@@ -52,10 +52,7 @@ const RATINGS: [&str; 9] = [
 
 #[test]
 fn movielens_imports_resumes_after_a_kill_and_reports_rejected_rows() {
-    let server = TestServer::start_with_env(&[
-        ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-        ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-    ]);
+    let server = TestServer::start_unthrottled();
     let work = tempfile::tempdir().unwrap();
     let movies = Path::new(DATA).join("movies.csv");
     let args = [

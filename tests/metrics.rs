@@ -81,10 +81,7 @@ fn total(samples: &BTreeMap<String, f64>, name: &str, labels: &[&str]) -> f64 {
 
 #[test]
 fn a_scrape_under_load_passes_promtool_and_counts_what_the_load_did() {
-    let server = TestServer::start_with_env(&[
-        ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-        ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-    ]);
+    let server = TestServer::start_unthrottled();
     let items: Vec<Value> = (0..ITEMS)
         .map(|n| json!({"id": format!("m{n}"), "title": format!("Metric item {n}"), "price": n as f64 + 0.5}))
         .collect();

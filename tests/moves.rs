@@ -280,10 +280,7 @@ fn a_move_survives_a_kill_of_the_receiving_or_the_releasing_node() {
 fn exercise(changes: Vec<Change>) {
     let layout = [("a", "0-7"), ("b", "8-15"), ("c", "16-23")];
     let mut cluster = Cluster::start(&layout);
-    let single = TestServer::start_with_env(&[
-        ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
-        ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
-    ]);
+    let single = TestServer::start_unthrottled();
     let items: Vec<Value> = (0..ITEMS)
         .map(|n| json!({"id": item(n), "title": format!("Item {n}"), "price": n as f64 + 0.5, "groups": [format!("g{}", n % 4)]}))
         .collect();

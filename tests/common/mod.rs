@@ -31,6 +31,12 @@ pub use events::*;
 pub mod movielens;
 pub mod webdriver;
 
+/// A per-key rate and burst no test's load reaches.
+pub const UNTHROTTLED: [(&str, &str); 2] = [
+    ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),
+    ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
+];
+
 /// How long a server may take to print its listening line.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a server may take to exit after SIGTERM before it is SIGKILLed.
@@ -120,6 +126,11 @@ pub struct TestServer {
 impl TestServer {
     pub fn start() -> TestServer {
         TestServer::start_with_env(&[])
+    }
+
+    /// Starts a server whose keys are not rate limited (tests that load it).
+    pub fn start_unthrottled() -> TestServer {
+        TestServer::start_with_env(&UNTHROTTLED)
     }
 
     /// Starts a server with extra environment, e.g. `("RANKSTREAM__SERVER__BODY_LIMIT_BYTES", "1024")`.
