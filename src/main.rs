@@ -18,6 +18,22 @@ mod cli;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Turns transparent huge pages off for this process. mimalloc advises the kernel to
+/// back its arena with huge pages, and khugepaged then collapses any 2 MiB range with
+/// one page in use into a whole huge page: in the hour's soak RSS stepped up by ~4%
+/// while the load and the models stayed the same, with ~11 collapses a minute and the
+/// huge pages of the process growing from 658 to 766 MiB in ten minutes. Without them
+/// RSS follows what the heap holds; the cost is some more TLB misses. (The same as `MIMALLOC_ALLOW_THP=0`, which mimalloc reads
+/// before `main`; this call needs no environment.)
+fn disable_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(PR_SET_THP_DISABLE) takes plain integers and changes only a flag
+    // of this process; a kernel without it answers EINVAL, which is ignored.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
 #[derive(Parser)]
 #[command(name = "rankstream", version, about = "Real-time ranking engine")]
 struct Cli {
@@ -230,6 +246,7 @@ enum KeysAction {
 }
 
 fn main() -> anyhow::Result<()> {
+    disable_transparent_huge_pages();
     let cli = Cli::parse();
     init_logging(cli.log_format, cli.log.as_deref())?;
     match cli.command {
