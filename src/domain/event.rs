@@ -65,7 +65,20 @@ const LINK_FIELDS: [&str; 7] = [
     "conversion_type",
 ];
 
+/// How far ahead of its arrival an event's own time may be and still be believed:
+/// client clocks run fast; an event from further ahead counts as this far ahead.
+pub const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
+
 impl Event {
+    /// When the event happened as the models count time: its `original_timestamp`,
+    /// but never more than [`MAX_CLOCK_SKEW_MS`] after it arrived, so that one event
+    /// stamped in the future cannot age every other signal. Decays run on this time,
+    /// not the wall clock, so a backfill of history learns what the live stream did.
+    pub fn event_time(&self) -> i64 {
+        self.original_timestamp
+            .min(self.ingest_timestamp.saturating_add(MAX_CLOCK_SKEW_MS))
+    }
+
     /// The key that decides the owning shard: uid, else sid, else cid.
     pub fn routing_key(&self) -> &str {
         self.uid

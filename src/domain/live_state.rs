@@ -187,6 +187,18 @@ pub struct LiveState {
     pub absorbed: Vec<String>,
 }
 
+/// Inserts an interaction where its time puts it (the list is newest first; a late
+/// event goes behind the newer ones already there, and among equal times the one
+/// that arrived last comes first), keeping at most `limit`.
+fn insert_by_time(list: &mut VecDeque<Interaction>, interaction: Interaction, limit: usize) {
+    let position = list
+        .iter()
+        .position(|there| there.at <= interaction.at)
+        .unwrap_or(list.len());
+    list.insert(position, interaction);
+    list.truncate(limit);
+}
+
 fn push_front_bounded<T: PartialEq>(list: &mut VecDeque<T>, value: T, limit: usize, unique: bool) {
     if unique {
         list.retain(|existing| *existing != value);
@@ -205,7 +217,7 @@ impl LiveState {
     pub fn apply(&mut self, source: ShardId, seq: u64, event: &Event, attributes: &[String], params: DecayParams) {
         self.applied.insert(source, seq);
         let kind = InteractionKind::of(&event.event_type);
-        let at = event.original_timestamp;
+        let at = event.event_time();
         if kind != InteractionKind::Impression {
             for item_id in event.items() {
                 let interaction = Interaction {
@@ -214,7 +226,7 @@ impl LiveState {
                     at,
                     dwell_ms: event.dwell_ms,
                 };
-                push_front_bounded(&mut self.recent, interaction, params.recent_items, false);
+                insert_by_time(&mut self.recent, interaction, params.recent_items);
             }
         }
         let weight = kind.weight(event.dwell_ms);

@@ -1,6 +1,8 @@
 //! The signals of a session or user as ranking reads them: its recent items and
-//! its affinities to item attributes, decayed to the reading time. Live actors
-//! publish them (`engine::SignalBoard`); request-embedded events add to a copy.
+//! its affinities to item attributes, decayed to its own newest event: event time,
+//! not the wall clock, so a backfilled history reads as the live one did, and a
+//! person back after months is still the person they were. Live actors publish
+//! them (`engine::SignalBoard`); request-embedded events add to a copy.
 
 use super::attributes::{intern, AttributeId};
 use super::live_state::{Decayed, LiveState, AFFINITY_FLOOR};
@@ -11,10 +13,14 @@ pub struct Signals {
     /// Items interacted with, oldest first.
     pub recent: Vec<String>,
     /// Affinities to item attributes as last updated; read them decayed to the
-    /// ranking time with [`Signals::affinities_at`].
+    /// newest event with [`Signals::affinities`].
     pub affinities: Vec<Affinity>,
     /// How fast the affinities halve.
     pub half_life_ms: f64,
+    /// The time of the newest event (unix ms, event time; 0 before any).
+    pub newest_at: i64,
+    /// Items bought (`conversion` events), newest first.
+    pub consumed: Vec<String>,
 }
 
 /// An affinity to one item attribute.
@@ -48,19 +54,23 @@ impl Signals {
                 .map(|(key, decayed)| Affinity::new(key, *decayed))
                 .collect(),
             half_life_ms,
+            newest_at: live.last_event_at.unwrap_or(0),
+            consumed: live.purchased.iter().cloned().collect(),
         }
     }
 
-    /// The affinities and their values as of `now`, without the negligible ones.
-    pub fn affinities_at(&self, now: i64) -> impl Iterator<Item = (&Affinity, f64)> {
+    /// The affinities and their values as of the newest event, without the
+    /// negligible ones.
+    pub fn affinities(&self) -> impl Iterator<Item = (&Affinity, f64)> {
         self.affinities
             .iter()
-            .map(move |affinity| (affinity, affinity.decayed.at_time(now, self.half_life_ms)))
+            .map(move |affinity| (affinity, affinity.decayed.at_time(self.newest_at, self.half_life_ms)))
             .filter(|(_, value)| *value > AFFINITY_FLOOR)
     }
 
     /// Adds `weight` to an affinity as of `at` (request-embedded events).
     pub fn add_affinity(&mut self, attribute: &str, weight: f64, at: i64) {
+        self.newest_at = self.newest_at.max(at);
         let half_life_ms = self.half_life_ms;
         match self
             .affinities
@@ -80,20 +90,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn affinities_decay_to_the_reading_time_and_fade_out() {
+    fn affinities_decay_to_the_newest_event_and_fade_out() {
         let signals = Signals {
             recent: vec!["a".into()],
             affinities: vec![
                 Affinity::new("group:x", Decayed { value: 4.0, at: 0 }),
                 Affinity::new("tag:y", Decayed { value: 1e-4, at: 0 }),
+                Affinity::new("tag:z", Decayed { value: 1.0, at: 1000 }),
             ],
             half_life_ms: 1000.0,
+            newest_at: 1000,
+            consumed: Vec::new(),
         };
-        let at_one_half_life: Vec<_> = signals
-            .affinities_at(1000)
-            .map(|(a, v)| (a.attribute.as_str(), v))
-            .collect();
-        assert_eq!(at_one_half_life, [("group:x", 2.0)]);
+        let at_one_half_life: Vec<_> = signals.affinities().map(|(a, v)| (a.attribute.as_str(), v)).collect();
+        assert_eq!(at_one_half_life, [("group:x", 2.0), ("tag:z", 1.0)]);
         assert_eq!(signals.affinities[0].id, intern("group:x"));
     }
 
@@ -106,10 +116,8 @@ mod tests {
         signals.add_affinity("group:x", 2.0, 0);
         signals.add_affinity("group:x", 1.0, 1000);
         signals.add_affinity("tag:y", 1.0, 1000);
-        let now: Vec<_> = signals
-            .affinities_at(1000)
-            .map(|(a, v)| (a.attribute.as_str(), v))
-            .collect();
+        assert_eq!(signals.newest_at, 1000);
+        let now: Vec<_> = signals.affinities().map(|(a, v)| (a.attribute.as_str(), v)).collect();
         assert_eq!(now, [("group:x", 2.0), ("tag:y", 1.0)]);
     }
 }

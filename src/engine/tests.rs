@@ -206,3 +206,30 @@ async fn read_errors_are_errors_not_absence() {
     assert_eq!(node.engine.items().find("p1", None).unwrap(), None);
     node.stop();
 }
+
+/// Frozen models stay as they were: new events are not learned, and neither a
+/// retrain nor the schedule rebuilds them from the log (offline evaluation relies
+/// on it).
+#[actix_rt::test]
+async fn frozen_models_are_neither_learned_nor_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), None);
+    assert!(node.engine.ingest(vec![click("e1", "s1", None, "a")]).await[0].is_ok());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while node.training.latest().events < 1 {
+        assert!(std::time::Instant::now() < deadline, "the learner did not learn e1");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    node.training.set_frozen(true);
+    assert!(node.engine.ingest(vec![click("e2", "s1", None, "b")]).await[0].is_ok());
+    let refused = node.training.retrain().await;
+    assert!(
+        matches!(refused, Err(crate::training::TrainingError::Frozen)),
+        "{refused:?}"
+    );
+    assert_eq!(node.training.latest().events, 1, "e2 was not learned");
+    node.training.set_frozen(false);
+    let report = node.training.retrain().await.unwrap();
+    assert_eq!(report.events, 2, "thawed, a retrain learns the whole log");
+    node.stop();
+}

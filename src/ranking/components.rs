@@ -33,8 +33,9 @@ pub fn feature_vectors(
     };
     if needed[Feature::Popularity as usize] {
         let segment = context.context.get(segment_field).and_then(|value| value.as_str());
+        let now = context.models_time(trained.clock);
         fill(Feature::Popularity, &|i| {
-            indexes[i].map_or(0.0, |item| trained.popularity.score(item, context.now, segment).ln_1p())
+            indexes[i].map_or(0.0, |item| trained.popularity.score(item, now, segment).ln_1p())
         });
     }
     if needed[Feature::Covisit as usize] {
@@ -50,7 +51,7 @@ pub fn feature_vectors(
         }
     }
     if needed[Feature::Affinity as usize] {
-        let affinity = combined_affinity(context.session.as_deref(), context.user.as_deref(), context.now);
+        let affinity = combined_affinity(context.session.as_deref(), context.user.as_deref());
         if !affinity.is_empty() {
             fill(Feature::Affinity, &|i| {
                 candidates[i].features.as_ref().map_or(0.0, |features| {
@@ -72,9 +73,15 @@ pub fn feature_vectors(
                 .map_or(0.0, |embedding| cosine(profile, embedding).max(0.0))
         });
     }
+    let consumed: Vec<&str> = [&context.session, &context.user]
+        .into_iter()
+        .flatten()
+        .flat_map(|signals| signals.consumed.iter().map(String::as_str))
+        .collect();
     for (vector, candidate) in vectors.iter_mut().zip(candidates) {
         let unavailable = candidate.features.as_ref().is_some_and(|f| f.available == Some(false));
         vector[Feature::Unavailable as usize] = unavailable as u8 as f32;
+        vector[Feature::Consumed as usize] = consumed.contains(&candidate.id.as_str()) as u8 as f32;
     }
     vectors
 }
@@ -93,16 +100,16 @@ fn session_prefix(trained: &Trained, context: &RankContext) -> Vec<ItemIndex> {
     recent.iter().filter_map(|id| trained.items.get(id)).collect()
 }
 
-/// The session's affinities as of `now` as shares of their total plus the user's,
-/// weighted by [`USER_AFFINITY_WEIGHT`], by interned key: one hash lookup of a
-/// number per candidate attribute (this runs for every key of every candidate, so
-/// it is the hot loop of a ranking request).
-fn combined_affinity(session: Option<&Signals>, user: Option<&Signals>, now: i64) -> FxHashMap<AttributeId, f64> {
+/// The session's affinities (as of its newest event) as shares of their total plus
+/// the user's (as of theirs), weighted by [`USER_AFFINITY_WEIGHT`], by interned key:
+/// one hash lookup of a number per candidate attribute (this runs for every key of
+/// every candidate, so it is the hot loop of a ranking request).
+fn combined_affinity(session: Option<&Signals>, user: Option<&Signals>) -> FxHashMap<AttributeId, f64> {
     let mut combined = FxHashMap::default();
     for (signals, weight) in [(session, 1.0), (user, USER_AFFINITY_WEIGHT)] {
         let Some(signals) = signals else { continue };
         let current: Vec<(AttributeId, f64)> = signals
-            .affinities_at(now)
+            .affinities()
             .map(|(affinity, value)| (affinity.id, value))
             .collect();
         let total: f64 = current.iter().map(|(_, value)| value).sum();

@@ -6,11 +6,35 @@ use super::{feature_vectors, Candidate, Feature, FeatureVector, Model, ModelErro
 
 /// Unavailable items lose this much (every other feature is at most 1).
 pub const UNAVAILABLE_PENALTY: f64 = -1.0;
+/// Items the session or user already bought lose this much under the `demote`
+/// policy: more than a one-feature model's best score (1) and the unavailable
+/// penalty together, so they rank below every item not bought.
+pub const CONSUMED_PENALTY: f64 = -2.0;
+
+/// What a model does with items the session or the user already bought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsumedPolicy {
+    /// Ranked below everything not bought (a bought film is seldom bought again).
+    #[default]
+    Demote,
+    /// Ranked like any other item (groceries, repeat purchases).
+    Keep,
+}
+
+impl ConsumedPolicy {
+    pub fn weight(self) -> f64 {
+        match self {
+            ConsumedPolicy::Demote => CONSUMED_PENALTY,
+            ConsumedPolicy::Keep => 0.0,
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub enum Weights {
-    /// One feature (availability still demotes).
-    Single(Feature),
+    /// One feature (availability still demotes; bought items as the policy says).
+    Single(Feature, ConsumedPolicy),
     Blend([f64; FEATURES]),
     /// The learned weights once trained, these until then.
     Learned {
@@ -26,10 +50,11 @@ pub struct Learned {
 impl Learned {
     fn weights(&self, learned: Option<[f64; FEATURES]>) -> [f64; FEATURES] {
         match &self.weights {
-            Weights::Single(feature) => {
+            Weights::Single(feature, consumed) => {
                 let mut weights = [0.0; FEATURES];
                 weights[*feature as usize] = 1.0;
                 weights[Feature::Unavailable as usize] = UNAVAILABLE_PENALTY;
+                weights[Feature::Consumed as usize] = consumed.weight();
                 weights
             }
             Weights::Blend(weights) => *weights,

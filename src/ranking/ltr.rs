@@ -13,9 +13,11 @@ pub enum Feature {
     Embedding = 3,
     /// 1 when the catalog says the item is unavailable.
     Unavailable = 4,
+    /// 1 when the session or the user already bought it (a `conversion` event).
+    Consumed = 5,
 }
 
-pub const FEATURES: usize = 5;
+pub const FEATURES: usize = 6;
 pub type FeatureVector = [f32; FEATURES];
 
 impl Feature {
@@ -25,6 +27,7 @@ impl Feature {
         Feature::Affinity,
         Feature::Embedding,
         Feature::Unavailable,
+        Feature::Consumed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -34,6 +37,7 @@ impl Feature {
             Feature::Affinity => "affinity",
             Feature::Embedding => "embedding",
             Feature::Unavailable => "unavailable",
+            Feature::Consumed => "consumed",
         }
     }
 
@@ -99,7 +103,7 @@ mod tests {
         for round in 0..2_000 {
             let covisit = (round % 10) as f32 / 10.0;
             let popularity = ((round * 7) % 10) as f32 / 10.0;
-            ltr.learn(&[popularity, covisit, 0.0, 0.0, 0.0], covisit > 0.6, 1.0);
+            ltr.learn(&[popularity, covisit, 0.0, 0.0, 0.0, 0.0], covisit > 0.6, 1.0);
         }
         let weights = ltr.weights().expect("trained");
         assert!(weights[Feature::Covisit as usize] > weights[Feature::Popularity as usize] + 1.0);

@@ -78,6 +78,21 @@ pub struct RankContext {
     pub profile_embedding: Option<Vec<f32>>,
 }
 
+impl RankContext {
+    /// The time the models' decays run to for this ranking: the request's time, but
+    /// never past the newest event the models learned (`models_clock`,
+    /// [`Trained::clock`]). Live, that is the newest event; after a backfill of last
+    /// year, too (the wall clock is far past it), so the backfill scores as the live
+    /// stream did; an offline replay that ranks as of an earlier time sets `now` to it.
+    pub fn models_time(&self, models_clock: i64) -> i64 {
+        match (self.now > 0, models_clock > 0) {
+            (true, true) => self.now.min(models_clock),
+            (false, _) => models_clock,
+            (true, false) => self.now,
+        }
+    }
+}
+
 /// Why a model did not score.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ModelError {
@@ -246,6 +261,18 @@ mod tests {
         assert_eq!(echoes[&0], *json!({"slot": "top"}).as_object().unwrap());
         assert_eq!(echoes[&2], *json!({"slot": "side"}).as_object().unwrap());
         assert!(!echoes.contains_key(&1));
+    }
+
+    #[test]
+    fn decays_run_to_the_request_time_but_never_past_the_newest_event() {
+        let at = |now| RankContext {
+            now,
+            ..RankContext::default()
+        };
+        assert_eq!(at(5_000).models_time(3_000), 3_000, "a wall clock past the events");
+        assert_eq!(at(2_000).models_time(3_000), 2_000, "a replay as of an earlier time");
+        assert_eq!(at(0).models_time(3_000), 3_000);
+        assert_eq!(at(5_000).models_time(0), 5_000, "nothing learned yet");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::learned::{Learned, Weights};
+use super::learned::{ConsumedPolicy, Learned, Weights};
 use super::trained::TrainedSnapshots;
 use super::{mock, Feature, Model, ModelRegistry, FEATURES};
 
@@ -22,15 +22,33 @@ struct ModelsFile {
     models: BTreeMap<String, Entry>,
 }
 
+/// A model of one feature; `consumed` says what happens to items already bought.
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 enum Entry {
-    Popularity,
-    Covisit,
-    Affinity,
-    Embedding,
-    Blend { weights: BTreeMap<String, f64> },
-    Ltr { fallback: BTreeMap<String, f64> },
+    Popularity {
+        #[serde(default)]
+        consumed: ConsumedPolicy,
+    },
+    Covisit {
+        #[serde(default)]
+        consumed: ConsumedPolicy,
+    },
+    Affinity {
+        #[serde(default)]
+        consumed: ConsumedPolicy,
+    },
+    Embedding {
+        #[serde(default)]
+        consumed: ConsumedPolicy,
+    },
+    /// Blends weigh bought items with the `consumed` feature (negative demotes).
+    Blend {
+        weights: BTreeMap<String, f64>,
+    },
+    Ltr {
+        fallback: BTreeMap<String, f64>,
+    },
 }
 
 fn weights(model_id: &str, named: &BTreeMap<String, f64>) -> Result<[f64; FEATURES], RegistryError> {
@@ -65,10 +83,10 @@ impl ModelRegistry {
                 return Err(RegistryError(format!("{id} is a reserved mock model id")));
             }
             let weights = match entry {
-                Entry::Popularity => Weights::Single(Feature::Popularity),
-                Entry::Covisit => Weights::Single(Feature::Covisit),
-                Entry::Affinity => Weights::Single(Feature::Affinity),
-                Entry::Embedding => Weights::Single(Feature::Embedding),
+                Entry::Popularity { consumed } => Weights::Single(Feature::Popularity, consumed),
+                Entry::Covisit { consumed } => Weights::Single(Feature::Covisit, consumed),
+                Entry::Affinity { consumed } => Weights::Single(Feature::Affinity, consumed),
+                Entry::Embedding { consumed } => Weights::Single(Feature::Embedding, consumed),
                 Entry::Blend { weights: named } => Weights::Blend(weights(&id, &named)?),
                 Entry::Ltr { fallback } => Weights::Learned {
                     fallback: weights(&id, &fallback)?,

@@ -85,6 +85,11 @@ pub struct Trained {
     pub applied: BTreeMap<ShardId, u64>,
     /// Events learned.
     pub events: u64,
+    /// The newest event time learned (unix ms, [`Event::event_time`]; 0 before any):
+    /// the models' clock. Popularity decays to it (or to an earlier request time,
+    /// [`super::RankContext::models_time`]), never to a wall clock past it, so that a
+    /// backfill of history scores as the live stream that made it did.
+    pub clock: i64,
 }
 
 impl Trained {
@@ -96,6 +101,7 @@ impl Trained {
             ltr: Ltr::default(),
             applied: BTreeMap::new(),
             events: 0,
+            clock: 0,
         }
     }
 
@@ -124,6 +130,8 @@ impl Trained {
     /// Learns one event without a log position (offline replays).
     pub fn learn_event(&mut self, event: &Event, shown: Option<&RecRecord>, segment_field: &str) {
         self.events += 1;
+        let at = event.event_time();
+        self.clock = self.clock.max(at);
         let kind = InteractionKind::of(&event.event_type);
         let weight = kind.weight(event.dwell_ms);
         let segment = segment_of(event, segment_field);
@@ -135,7 +143,7 @@ impl Trained {
         for item_id in event.items() {
             let item = self.items.intern(item_id);
             if weight > 0.0 {
-                self.popularity.add(item, weight, event.original_timestamp, segment);
+                self.popularity.add(item, weight, at, segment);
             }
             if let (true, Some(session)) = (visits, session) {
                 self.covisit.observe(session, item);

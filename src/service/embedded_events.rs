@@ -55,6 +55,10 @@ pub fn apply_to_context(items: &ItemReader, context: &mut RankContext, events: &
         }
         session.recent.retain(|id| id != item_id);
         session.recent.push(item_id.clone());
+        session.newest_at = session.newest_at.max(event.timestamp);
+        if kind == InteractionKind::Conversion && !session.consumed.contains(item_id) {
+            session.consumed.insert(0, item_id.clone());
+        }
         let weight = kind.weight(None);
         if weight <= 0.0 {
             continue;

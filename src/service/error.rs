@@ -128,7 +128,7 @@ impl From<TrainingError> for ServiceError {
     fn from(error: TrainingError) -> ServiceError {
         match error {
             TrainingError::Storage(message) => ServiceError::Storage(message),
-            TrainingError::Stopped => ServiceError::Unavailable(error.to_string()),
+            TrainingError::Stopped | TrainingError::Frozen => ServiceError::Unavailable(error.to_string()),
         }
     }
 }

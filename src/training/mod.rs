@@ -54,6 +54,8 @@ pub enum TrainingError {
     Storage(String),
     #[error("the learner is stopped")]
     Stopped,
+    #[error("the models are frozen (offline evaluation): nothing is relearned")]
+    Frozen,
 }
 
 impl From<StorageError> for TrainingError {
@@ -85,7 +87,7 @@ pub struct Training {
     shards: u16,
     /// While set, new events are not learned (offline evaluation freezes the models
     /// to rank test sessions as the published protocols do).
-    frozen: AtomicBool,
+    frozen: Arc<AtomicBool>,
     /// Rebuilds from the log swapped in so far.
     rebuilds: Arc<AtomicU64>,
 }
@@ -106,8 +108,10 @@ impl Training {
         let (commands, inbox) = flume::bounded(LEARNER_QUEUE);
         let records = RecordBuffer::default();
         let rebuilds = Arc::new(AtomicU64::new(0));
+        let frozen = Arc::new(AtomicBool::new(false));
         let learner = Learner {
             rebuilds: rebuilds.clone(),
+            frozen: frozen.clone(),
             storage,
             records: records.clone(),
             shards,
@@ -129,7 +133,7 @@ impl Training {
             commands,
             thread: Mutex::new(Some(thread)),
             shards,
-            frozen: AtomicBool::new(false),
+            frozen,
             rebuilds,
         }))
     }
@@ -159,7 +163,10 @@ impl Training {
     }
 
     /// Stops (or resumes) learning new events; events passed over while frozen are
-    /// learned only by the next rebuild from the log. For offline evaluation.
+    /// learned only by the next rebuild from the log. While frozen, nothing is
+    /// rebuilt either (the schedule passes, a retrain answers `Frozen`, a rebuild
+    /// under way is dropped): the models stay exactly as they were. For offline
+    /// evaluation.
     pub fn set_frozen(&self, frozen: bool) {
         self.frozen.store(frozen, Ordering::Relaxed);
     }
@@ -304,6 +311,8 @@ struct Learner {
     rebuild: Option<Rebuild>,
     /// Rebuilds swapped in so far (see [`Training::rebuilds`]).
     rebuilds: Arc<AtomicU64>,
+    /// Set by [`Training::set_frozen`]: no rebuild may change the models.
+    frozen: Arc<AtomicBool>,
 }
 
 impl Learner {
@@ -356,6 +365,9 @@ impl Learner {
                     }
                     let _ = done.send(());
                 }
+                Ok(Command::Retrain(reply)) if self.is_frozen() => {
+                    let _ = reply.send(Err(TrainingError::Frozen));
+                }
                 Ok(Command::Retrain(reply)) => {
                     self.start_rebuild(Some(reply));
                     next_retrain = Instant::now() + retrain_every;
@@ -373,7 +385,9 @@ impl Learner {
                 records_due = None;
             }
             if now >= next_retrain {
-                self.start_rebuild(None);
+                if !self.is_frozen() {
+                    self.start_rebuild(None);
+                }
                 next_retrain = now + retrain_every;
             }
             if now >= next_persist {
@@ -393,6 +407,10 @@ impl Learner {
         if dirty {
             self.persist();
         }
+    }
+
+    fn is_frozen(&self) -> bool {
+        self.frozen.load(Ordering::Relaxed)
     }
 
     /// Publishes a snapshot of the working copy, and sets when the next may be.
@@ -478,7 +496,9 @@ impl Learner {
     /// Swaps a finished rebuild in, once it learned the log written since it read it.
     fn finish_rebuild(&mut self, rebuilt: Result<Box<Trained>, TrainingError>, started: Instant) {
         let waiting = self.rebuild.take().map(|rebuild| rebuild.waiting).unwrap_or_default();
-        let result = rebuilt.and_then(|mut fresh| {
+        let frozen = self.is_frozen();
+        let result = rebuilt.and_then(|fresh| if frozen { Err(TrainingError::Frozen) } else { Ok(fresh) });
+        let result = result.and_then(|mut fresh| {
             self.write_records();
             catch_up(&self.storage, &mut fresh, self.shards, &self.config)?;
             let report = RetrainReport {
@@ -618,7 +638,7 @@ mod tests {
         let shown = ShownRecord {
             at: 42,
             model: "default",
-            shown: vec![("a", [0.5, 1.0, 0.0, 0.0, 0.0]), ("b", [0.0; FEATURES])],
+            shown: vec![("a", [0.5, 1.0, 0.0, 0.0, 0.0, 1.0]), ("b", [0.0; FEATURES])],
         };
         let bytes = postcard::to_stdvec(&shown).unwrap();
         let record: RecRecord = postcard::from_bytes(&bytes).unwrap();
@@ -626,6 +646,6 @@ mod tests {
         assert_eq!(record.model, "default");
         let ids: Vec<_> = record.shown.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["a", "b"]);
-        assert_eq!(record.shown[0].1, [0.5, 1.0, 0.0, 0.0, 0.0]);
+        assert_eq!(record.shown[0].1, [0.5, 1.0, 0.0, 0.0, 0.0, 1.0]);
     }
 }

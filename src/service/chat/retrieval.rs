@@ -249,7 +249,7 @@ impl Services {
                 .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
                 .await;
             for signals in [&context.session, &context.user].into_iter().flatten() {
-                for (affinity, weight) in signals.affinities_at(context.now) {
+                for (affinity, weight) in signals.affinities() {
                     if let Some(group) = affinity.attribute.strip_prefix("group:") {
                         *weights.entry(group.to_lowercase()).or_default() += weight;
                     }
@@ -298,7 +298,7 @@ fn carries_signals(context: &RankContext) -> bool {
     [&context.session, &context.user]
         .into_iter()
         .flatten()
-        .any(|signals| !signals.recent.is_empty() || signals.affinities_at(context.now).next().is_some())
+        .any(|signals| !signals.recent.is_empty() || signals.affinities().next().is_some())
 }
 
 /// Whether two answers show the same items in the same order.
