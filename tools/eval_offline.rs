@@ -2,29 +2,34 @@
 //! own ingestion, live state and model code: an in-process node (8 shards, learner
 //! thread, session and user actors) on a scratch RocksDB directory.
 //!
-//! `diginetica`: the SR-GNN split in `../shared/data/diginetica/srgnn_protocol`
-//! (PROTOCOL.md section A). Every training session is ingested as page-view events;
-//! the learner learns them; then the models are frozen (as the published protocol
-//! trains once) and each test session is replayed click by click as a live session:
-//! after each click the session's snapshot is read from its actor and the model ranks
-//! all items for the next click. HR@20 and MRR@20 over all 60,858 prefix cases.
-//! "All items" is exact without scoring 43k items per case: the co-visitation model
-//! gives scores to a sparse set, every other item's score is its popularity term,
-//! so the candidates are that set plus the most popular items. `--split validation`
-//! holds out the last 10% of the training sessions (in date order) the same way,
-//! for choosing hyper-parameters without touching the test cases. `--online` keeps
-//! learning while the test sessions stream (a live deployment's view; not the
-//! published protocol).
+//! `sessions FOLDER`: any data set in the SR-GNN three-file layout
+//! (`train_sessions.txt`, one session per line; `test_events_timeframe.tsv` or
+//! `test_cases.tsv`) with an optional `manifest.toml` (its name, published results to
+//! print beside ours). Every training session is ingested as page-view events; the
+//! learner learns them; then the models are frozen (as the published protocol trains
+//! once: no event is learned and nothing is rebuilt while frozen) and each test session
+//! is replayed click by click as a live session: after each click the session's
+//! snapshot is read from its actor and the model ranks every item for the next click.
+//! HR@20, MRR@20, NDCG@20 and coverage over all prefix cases. Every item is ranked
+//! without scoring all of them per case: see `all_items_candidates` for why its
+//! candidates give the same top 20. `--split validation` holds out the last 10% of the
+//! training sessions (in date order) the same way, for choosing hyper-parameters
+//! without touching the test cases. `--online` keeps learning while the test sessions
+//! stream (a live deployment's view; not the published protocol). `diginetica` is
+//! `sessions` on `<data>/diginetica/srgnn_protocol` with SR-GNN's published figures.
 //!
 //! `movielens`: ml-latest-small, leave-last-out per user. Movies are the catalog
 //! (genres as groups), every rating but each user's last is a page-view event (a
 //! session per user and day), and each user's last movie is ranked among all the
-//! movies they have not rated, from the user's live state: HR@10 per model.
+//! movies they have not rated, from the user's live state: HR@10 per model. The
+//! models learn every other rating, other users' later ones included (the usual
+//! leave-last-out; a time-ordered split would cut them).
 //!
 //! ```text
 //! cargo build --release --bin eval-offline
 //! target/release/eval-offline diginetica --split validation
 //! target/release/eval-offline diginetica --write-markdown BENCHMARKS.md
+//! target/release/eval-offline sessions path/to/folder --model default,covisit
 //! target/release/eval-offline movielens --write-markdown BENCHMARKS.md
 //! ```
 
@@ -40,7 +45,7 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
-use bench_common::{command_line, machine_description, percentile, utc_now, write_markdown_section};
+use bench_common::{command_line, machine_description, percentile, thousands, utc_now, write_markdown_section};
 use rankstream::clock::{SharedClock, SystemClock};
 use rankstream::config::{Config, Durability};
 use rankstream::domain::event::{decode_v1, Event};
@@ -68,20 +73,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Dataset {
-    /// Session-based next click, SR-GNN protocol: HR@20, MRR@20.
+    /// Session-based next click on any data set in the SR-GNN three-file layout
+    /// (`train_sessions.txt`, `test_events_timeframe.tsv` or `test_cases.tsv`), with an
+    /// optional `manifest.toml` (its name, published results to print beside ours):
+    /// HR@20, MRR@20, NDCG@20, coverage.
+    Sessions {
+        /// The folder of the three files.
+        folder: PathBuf,
+        /// The manifest; default: `manifest.toml` in the folder, if there is one.
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        #[command(flatten)]
+        run: SessionRun,
+    },
+    /// `sessions` on `<data>/diginetica/srgnn_protocol`, with SR-GNN's published figures.
     Diginetica {
-        /// `test`: the published test cases; `validation`: the last 10% of training.
-        #[arg(long, default_value = "test")]
-        split: Split,
-        /// Model ids to evaluate, comma-separated.
-        #[arg(long, default_value = "default,covisit,popularity")]
-        model: String,
-        /// Keep learning while test sessions stream (not the published protocol).
-        #[arg(long)]
-        online: bool,
-        /// Evaluate only the first N test sessions (quick runs).
-        #[arg(long)]
-        sessions: Option<usize>,
+        #[command(flatten)]
+        run: SessionRun,
     },
     /// User-level personalization, leave-last-out: HR@10.
     Movielens {
@@ -89,6 +97,54 @@ enum Dataset {
         model: String,
     },
 }
+
+/// How a session data set is evaluated.
+#[derive(clap::Args)]
+struct SessionRun {
+    /// `test`: the published test cases; `validation`: the last 10% of training.
+    #[arg(long, default_value = "test")]
+    split: Split,
+    /// Model ids to evaluate, comma-separated.
+    #[arg(long, default_value = "default,covisit,popularity")]
+    model: String,
+    /// Keep learning while test sessions stream (not the published protocol).
+    #[arg(long)]
+    online: bool,
+    /// Evaluate only the first N test sessions (quick runs).
+    #[arg(long)]
+    sessions: Option<usize>,
+}
+
+/// A session data set's manifest (`manifest.toml`).
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    /// How reports name the data set.
+    name: Option<String>,
+    /// Published results on the same split, printed beside ours.
+    #[serde(default)]
+    published: Vec<Published>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Published {
+    model: String,
+    hr20: Option<f64>,
+    mrr20: Option<f64>,
+    /// Where the figures were read.
+    source: Option<String>,
+}
+
+/// Diginetica's manifest: SR-GNN's published figures (RESULTS.md §1).
+const DIGINETICA_MANIFEST: &str = r#"
+name = "Diginetica (SR-GNN protocol)"
+[[published]]
+model = "SR-GNN"
+hr20 = 0.5073
+mrr20 = 0.1759
+source = "RESULTS.md §1"
+"#;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Split {
@@ -193,6 +249,10 @@ struct Metrics {
     cases: u64,
     hits: u64,
     reciprocal_ranks: f64,
+    /// Sum of 1 / log2(rank + 1) over the hits (one relevant item: NDCG's ideal is 1).
+    gains: f64,
+    /// Items some case's top showed.
+    shown: HashSet<String>,
     latencies_us: Vec<f64>,
 }
 
@@ -202,8 +262,23 @@ impl Metrics {
         if let Some(position) = ranked.iter().position(|id| *id == target) {
             self.hits += 1;
             self.reciprocal_ranks += 1.0 / (position + 1) as f64;
+            self.gains += 1.0 / ((position + 2) as f64).log2();
+        }
+        for id in ranked {
+            if !self.shown.contains(*id) {
+                self.shown.insert((*id).to_owned());
+            }
         }
         self.latencies_us.push(latency.as_secs_f64() * 1e6);
+    }
+
+    fn ndcg(&self) -> f64 {
+        self.gains / self.cases.max(1) as f64
+    }
+
+    /// The share of `items` some case showed.
+    fn coverage(&self, items: usize) -> f64 {
+        self.shown.len() as f64 / items.max(1) as f64
     }
 
     fn hit_rate(&self) -> f64 {
@@ -223,26 +298,38 @@ fn main() -> Result<()> {
         .init();
     actix_rt::System::new().block_on(async move {
         match &cli.dataset {
-            Dataset::Diginetica {
-                split,
-                model,
-                online,
-                sessions,
-            } => diginetica(&cli, *split, &model_ids(model), *online, *sessions).await,
+            Dataset::Sessions { folder, manifest, run } => {
+                let path = manifest.clone().unwrap_or_else(|| folder.join("manifest.toml"));
+                let manifest = match (manifest, path.exists()) {
+                    (None, false) => Manifest::default(),
+                    _ => toml::from_str(
+                        &std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
+                    )
+                    .with_context(|| format!("manifest {}", path.display()))?,
+                };
+                let name = manifest.name.clone().unwrap_or_else(|| folder.display().to_string());
+                evaluate_sessions(&cli, folder, &name, &manifest, run).await
+            }
+            Dataset::Diginetica { run } => {
+                let manifest: Manifest = toml::from_str(DIGINETICA_MANIFEST).expect("the built-in manifest parses");
+                let folder = cli.data.join("diginetica/srgnn_protocol");
+                let name = manifest.name.clone().unwrap_or_default();
+                evaluate_sessions(&cli, &folder, &name, &manifest, run).await
+            }
             Dataset::Movielens { model } => movielens(&cli, &model_ids(model)).await,
         }
     })
 }
 
-// ---------------------------------------------------------------- Diginetica
+// ---------------------------------------------------------------- Session data sets
 
-/// Published numbers on this split (RESULTS.md §1) and the project's target.
-const SRGNN_HR20: f64 = 0.5073;
-const SRGNN_MRR20: f64 = 0.1759;
-const TARGET_HR20: f64 = 0.53;
-const TARGET_MRR20: f64 = 0.19;
+/// The project's target on Diginetica (issue 21: beyond the published graph models).
+const TARGET_HR20: f64 = 0.56;
+const TARGET_MRR20: f64 = 0.20;
 /// Most popular items added to every case's candidates.
 const POPULAR_CANDIDATES: usize = 100;
+/// The cut-off of every session metric.
+const CUT: usize = 20;
 
 fn read_sessions(path: &Path) -> Result<Vec<Vec<String>>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -302,24 +389,54 @@ fn validation_split(train: Vec<Vec<String>>) -> (Vec<Vec<String>>, Vec<TimedSess
     (head.to_vec(), held_out)
 }
 
-async fn diginetica(
-    cli: &Cli,
-    split: Split,
-    model_ids: &[String],
-    online: bool,
-    limit_sessions: Option<usize>,
-) -> Result<()> {
-    let folder = cli.data.join("diginetica/srgnn_protocol");
+/// The test sessions of a folder: `test_events_timeframe.tsv` (with times), else
+/// rebuilt from `test_cases.tsv` (each session is its longest prefix and that
+/// prefix's target; clicks a minute apart).
+fn read_test_split(folder: &Path) -> Result<Vec<TimedSession>> {
+    let timed = folder.join("test_events_timeframe.tsv");
+    if timed.exists() {
+        return read_test_sessions(&timed);
+    }
+    let path = folder.join("test_cases.tsv");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {} (or {})", path.display(), timed.display()))?;
+    let mut sessions: Vec<Vec<String>> = Vec::new();
+    let mut previous: Option<Vec<String>> = None;
+    for line in text.lines().skip(1) {
+        let (prefix, target) = line.split_once('\t').with_context(|| format!("bad line {line:?}"))?;
+        let prefix: Vec<String> = prefix.split_whitespace().map(str::to_owned).collect();
+        // The cases of a session come longest first, each the previous one less its last click.
+        let continues = previous
+            .as_ref()
+            .is_some_and(|before| before.len() == prefix.len() + 2 && before.starts_with(&prefix));
+        if !continues {
+            let mut session = prefix.clone();
+            session.push(target.trim().to_owned());
+            sessions.push(session);
+        }
+        previous = Some(prefix.into_iter().chain([target.trim().to_owned()]).collect());
+    }
+    Ok(sessions
+        .into_iter()
+        .map(|session| {
+            let times = (0..session.len() as i64).map(|i| i * 60_000).collect();
+            (session, times)
+        })
+        .collect())
+}
+
+async fn evaluate_sessions(cli: &Cli, folder: &Path, name: &str, manifest: &Manifest, run: &SessionRun) -> Result<()> {
+    let model_ids = model_ids(&run.model);
     let train = read_sessions(&folder.join("train_sessions.txt"))?;
-    let (train, mut test) = match split {
-        Split::Test => (train, read_test_sessions(&folder.join("test_events_timeframe.tsv"))?),
+    let (train, mut test) = match run.split {
+        Split::Test => (train, read_test_split(folder)?),
         Split::Validation => validation_split(train),
     };
-    if let Some(limit) = limit_sessions {
+    if let Some(limit) = run.sessions {
         test.truncate(limit);
     }
     let node = Node::start(cli.models.as_deref()).await?;
-    for id in model_ids {
+    for id in &model_ids {
         ensure!(
             node.model(id).is_some(),
             "no model {id:?} (models: {:?})",
@@ -329,7 +446,7 @@ async fn diginetica(
 
     // Training sessions in date order, a minute apart, clicks a second apart.
     let started = Instant::now();
-    let base = 1_451_606_400_000; // 2016-01-01, the dataset's year
+    let base = 1_451_606_400_000; // 2016-01-01
     let mut events = Vec::new();
     for (index, session) in train.iter().enumerate() {
         let sid = format!("train-{index}");
@@ -343,13 +460,14 @@ async fn diginetica(
     let ingested = started.elapsed();
     node.learned(train_events).await?;
     let trained = started.elapsed();
+    let items = node.trained().items.len();
     eprintln!(
         "ingested {train_events} training events in {:.1} s ({:.0}/s), learned by {:.1} s",
         ingested.as_secs_f64(),
         train_events as f64 / ingested.as_secs_f64(),
         trained.as_secs_f64()
     );
-    node.set_frozen(!online);
+    node.set_frozen(!run.online);
 
     let test_base = base + train.len() as i64 * 60_000 + 86_400_000;
     let mut metrics: Vec<Metrics> = model_ids.iter().map(|_| Metrics::default()).collect();
@@ -364,7 +482,7 @@ async fn diginetica(
             let event = page_view(format!("{sid}-{position}"), &sid, None, &items[position], at)?;
             node.ingest(vec![event]).await?;
             replayed += 1;
-            if online {
+            if run.online {
                 learned += 1;
                 node.learned(learned).await?;
             }
@@ -382,7 +500,7 @@ async fn diginetica(
             for (model_id, metrics) in model_ids.iter().zip(&mut metrics) {
                 let model = node.model(model_id).expect("checked");
                 let ranked_at = Instant::now();
-                let ranked = rank(model.as_ref(), &context, &candidates, Some(20))?;
+                let ranked = rank(model.as_ref(), &context, &candidates, Some(CUT))?;
                 let top: Vec<&str> = ranked.iter().map(|r| r.id.as_str()).collect();
                 metrics.add(&top, target, read_done + ranked_at.elapsed());
             }
@@ -391,20 +509,26 @@ async fn diginetica(
     let replay = replay_started.elapsed();
     node.stop().await?;
 
-    let split_name = match split {
-        Split::Test => "test (60,858 published cases)",
-        Split::Validation => "validation (last 10% of training)",
+    let split_name = match run.split {
+        Split::Test => format!(
+            "test ({} cases)",
+            thousands(metrics.first().map_or(0, |m| m.cases) as f64)
+        ),
+        Split::Validation => "validation (last 10% of training)".to_owned(),
     };
-    let mode = if online {
+    let mode = if run.online {
         "online: the models keep learning while test sessions stream (not the published protocol)"
     } else {
         "frozen after training, as the published protocol"
     };
     let mut report = format!(
-        "Diginetica, SR-GNN split, {split_name}; models {mode}.\n\
-         {} training sessions ({train_events} events) ingested and learned in {:.1} s; \
-         {} test sessions ({replayed} events) replayed click by click in {:.1} s.\n\n\
-         | model | cases | HR@20 | MRR@20 | rank latency p50 / p99 (µs) |\n|---|---|---|---|---|\n",
+        "{name}, {split_name}; models {mode}.\n\
+         {} training sessions ({train_events} events, {items} items) ingested and learned in {:.1} s; \
+         {} test sessions ({replayed} events) replayed click by click in {:.1} s. Every item is \
+         ranked for every case (see `all_items_candidates`); coverage is the share of the \
+         items that some case's top {CUT} shows.\n\n\
+         | model | cases | HR@{CUT} | MRR@{CUT} | NDCG@{CUT} | coverage | rank latency p50 / p99 (µs) |\n\
+         |---|---|---|---|---|---|---|\n",
         train.len(),
         trained.as_secs_f64(),
         test.len(),
@@ -412,34 +536,59 @@ async fn diginetica(
     );
     for (model_id, metrics) in model_ids.iter().zip(&metrics) {
         report += &format!(
-            "| `{model_id}` | {} | {:.4} | {:.4} | {:.0} / {:.0} |\n",
+            "| `{model_id}` | {} | {:.4} | {:.4} | {:.4} | {:.3} | {:.0} / {:.0} |\n",
             metrics.cases,
             metrics.hit_rate(),
             metrics.mrr(),
+            metrics.ndcg(),
+            metrics.coverage(items),
             percentile(&metrics.latencies_us, 0.50),
             percentile(&metrics.latencies_us, 0.99),
         );
     }
-    report += &format!(
-        "| SR-GNN (published, RESULTS.md §1) | 60,858 | {SRGNN_HR20:.4} | {SRGNN_MRR20:.4} | |\n\
-         | project target | | ≥ {TARGET_HR20:.2} | ≥ {TARGET_MRR20:.2} | |\n\n\
-         Latency: reading the session's snapshot from its actor, gathering candidates, and \
-         ranking them with that model (one case).\n"
-    );
+    for published in &manifest.published {
+        let figure = |value: Option<f64>| value.map_or("–".to_owned(), |value| format!("{value:.4}"));
+        let source = published
+            .source
+            .as_deref()
+            .map(|source| format!(", {source}"))
+            .unwrap_or_default();
+        report += &format!(
+            "| {} (published{source}) | | {} | {} | | | |\n",
+            published.model,
+            figure(published.hr20),
+            figure(published.mrr20)
+        );
+    }
+    if name.starts_with("Diginetica") {
+        report += &format!("| project target | | ≥ {TARGET_HR20:.2} | ≥ {TARGET_MRR20:.2} | | | |\n");
+    }
+    report += "\nLatency: reading the session's snapshot from its actor, gathering candidates, and \
+               ranking them with that model (one case).\n";
     println!("{report}");
     if let Some(path) = &cli.write_markdown {
-        let heading = match (split, online) {
-            (Split::Test, false) => "Offline evaluation: Diginetica (SR-GNN protocol)",
-            (Split::Test, true) => "Offline evaluation: Diginetica, online learning",
-            (Split::Validation, _) => "Offline evaluation: Diginetica validation slice",
+        let heading = match (run.split, run.online) {
+            (Split::Test, false) => format!("Offline evaluation: {name}"),
+            (Split::Test, true) => format!("Offline evaluation: {name}, online learning"),
+            (Split::Validation, _) => format!("Offline evaluation: {name}, validation slice"),
         };
-        write_section(path, heading, &report)?;
+        write_section(path, &heading, &report)?;
     }
     Ok(())
 }
 
-/// The items the sparse co-visitation scores reach, plus the most popular ones:
-/// every other item ranks below these under any of the configured blends.
+/// Every item, as far as a ranking's top [`CUT`] can tell: the items the sparse
+/// co-visitation scores reach, the most popular ones and the first [`CUT`] by index,
+/// in index order (the order a list of all items would have).
+///
+/// Exact for every model over session data without a catalog (no groups, embeddings,
+/// availability or purchases, so those features are 0 for every item): an item the
+/// co-visitation scores do not reach scores `w_popularity × its popularity`, the
+/// same function for all of them. With `w_popularity > 0` the best of them are the
+/// most popular (ties in index order, as [`Popularity::top`] breaks them); with
+/// `w_popularity = 0` they all tie at 0 and a list of all items puts the first by
+/// index first. (A negative popularity weight would need the least popular; no
+/// configured model has one.)
 fn all_items_candidates(node: &Node, context: &RankContext) -> Vec<Candidate> {
     let trained = node.trained();
     let prefix: Vec<u32> = context
@@ -453,10 +602,11 @@ fn all_items_candidates(node: &Node, context: &RankContext) -> Vec<Candidate> {
     chosen.extend(
         trained
             .popularity
-            .top(context.now, POPULAR_CANDIDATES)
+            .top(context.models_time(trained.clock), POPULAR_CANDIDATES)
             .into_iter()
             .map(|(item, _)| item),
     );
+    chosen.extend(0..(CUT as u32).min(trained.items.len() as u32));
     let mut chosen: Vec<u32> = chosen.into_iter().collect();
     chosen.sort_unstable();
     chosen
@@ -551,7 +701,8 @@ async fn movielens(cli: &Cli, model_ids: &[String]) -> Result<()> {
     let mut report = format!(
         "MovieLens ml-latest-small, leave-last-out: {} users, {count} ratings ingested as events \
          and learned in {:.1} s; each user's last movie ranked among the {} movies minus those \
-         the user rated, from the user's live state.\n\n\
+         the user rated, from the user's live state. The models learn every other rating, other \
+         users' later ones included (the usual leave-last-out; a time-ordered split would cut them).\n\n\
          | model | users | HR@10 | MRR@10 | rank latency p50 / p99 (ms, ~9.7k candidates) |\n|---|---|---|---|---|\n",
         targets.len(),
         learned.as_secs_f64(),
