@@ -275,17 +275,35 @@ fn outcomes_linked_by_rec_id_train_the_learned_ranker() {
         "an unknown rec_id teaches nothing: {stats}"
     );
 
-    // Users keep choosing the most popular item, wherever the ranker put it.
+    // Users keep choosing the sold-out item (a pre-order, say), which the fallback
+    // weights rank last: only weights learned from these outcomes put it first.
+    let items: Vec<Value> = ["A", "B", "C", "D", "E", "U"]
+        .iter()
+        .map(|id| json!({"id": id, "name": id, "availability": if *id == "U" { "sold_out" } else { "available" }}))
+        .collect();
+    assert_status(&server.admin_put(ITEMS, json!(items)), 200, "catalog");
+    let candidates = json!(["A", "B", "C", "D", "E", "U"]);
     let rounds = 80;
     let mut outcomes = Vec::new();
     for round in 0..rounds {
         let sid = format!("s-ltr-{round}");
-        let request = json!({"session_id": sid, "model_id": "ltr", "item_ids": ["A", "B", "C", "D", "E"]});
+        let request = json!({"session_id": sid, "model_id": "ltr", "item_ids": candidates});
         let reply = server.post(RECOMMEND, &key, request);
         let rec_id = assert_status(&reply, 200, "ltr")["rec_id"].as_str().unwrap().to_owned();
+        let shown: Vec<&str> = reply.1["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            shown.last(),
+            Some(&"U"),
+            "untrained, the fallback ranks it last: {shown:?}"
+        );
         outcomes.push(event(
             "click",
-            json!({"sid": sid, "item_id": "E", "rec_id": rec_id, "click_type": "tile"}),
+            json!({"sid": sid, "item_id": "U", "rec_id": rec_id, "click_type": "tile"}),
         ));
     }
     server.ingest_ok(json!({ "events": outcomes }));
@@ -296,11 +314,18 @@ fn outcomes_linked_by_rec_id_train_the_learned_ranker() {
         "each click teaches the shown items around it: {stats}"
     );
     assert_eq!(stats["models"]["ltr_trained"], true, "{stats}");
-    let request = json!({"session_id": "s-new", "model_id": "ltr", "item_ids": ["A", "B", "C", "D", "E"]});
+    let request = json!({"session_id": "s-new", "model_id": "ltr", "item_ids": candidates});
     let ranking = ranked(&server.post(RECOMMEND, &key, request), "trained ltr");
     assert_eq!(
-        ranking[0].0, "E",
+        ranking[0].0, "U",
         "the learned ranker puts the chosen item first: {ranking:?}"
+    );
+    let request = json!({"session_id": "s-new", "model_id": "blend", "item_ids": candidates});
+    let fixed = ranked(&server.post(RECOMMEND, &key, request), "blend");
+    assert_eq!(
+        fixed.last().unwrap().0,
+        "U",
+        "fixed weights still rank it last: {fixed:?}"
     );
 }
 
