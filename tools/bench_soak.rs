@@ -387,19 +387,19 @@ impl Soak {
         // the old one. Sockets are the load's connections, which the client opens and
         // closes as requests overlap: a leak of them raises their median, while one
         // more open at the moment of the last reading is the load, not a leak.
-        let median = |count: fn(&Reading) -> usize| {
+        // The median and the largest count after warm-up (the warm-up count if none).
+        let spread = |count: fn(&Reading) -> usize| {
             let mut counts: Vec<usize> = after.iter().map(|reading| count(reading)).collect();
             counts.sort_unstable();
-            (counts.get(counts.len() / 2).copied(), counts.last().copied())
+            let at_warm = count(warm);
+            (
+                counts.get(counts.len() / 2).copied().unwrap_or(at_warm),
+                counts.last().copied().unwrap_or(at_warm),
+            )
         };
         let files = |reading: &Reading| reading.other_fds - reading.socket_fds;
-        let (median_files, most_files) = median(files);
-        let (median_files, most_files) = (median_files.unwrap_or(files(warm)), most_files.unwrap_or(files(warm)));
-        let (median_sockets, most_sockets) = median(|reading| reading.socket_fds);
-        let (median_sockets, most_sockets) = (
-            median_sockets.unwrap_or(warm.socket_fds),
-            most_sockets.unwrap_or(warm.socket_fds),
-        );
+        let (median_files, most_files) = spread(files);
+        let (median_sockets, most_sockets) = spread(|reading| reading.socket_fds);
         vec![
             Goal::new(
                 format!("RSS, minute {:.0} → {:.0}", warm.minute, last.minute),
