@@ -113,6 +113,7 @@ impl Node {
             &config.engine,
             training.clone(),
         )?);
+        training.attach_catalog(engine.item_reader());
         // Which shards this node serves: on one node all; in a cluster, what it holds
         // (the shards of its topology at its first start) and is taking over.
         let held = match clustered {

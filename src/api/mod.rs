@@ -206,21 +206,27 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl F
     }
 }
 
+/// How long `POST /v1/admin/models/retrain` may take (a rebuild, tuning included).
+const RETRAIN_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+
 /// One request, start to finish: never fails, never panics outward.
 async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAddr) -> HttpResponse {
     let started = Instant::now();
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let matched = Endpoint::match_path(&path);
+    let endpoint = matched.as_ref().map(|(endpoint, _)| *endpoint);
+    // A rebuild of the models answers when it is done: minutes on a large log.
+    let timeout_ms = match endpoint {
+        Some(Endpoint::AdminRetrain) => RETRAIN_TIMEOUT_MS.max(state.config.request_timeout_ms),
+        _ => state.config.request_timeout_ms,
+    };
     // A forwarded request brings what is left of its caller's deadline.
     let deadline_ms = request
         .headers()
         .get(forward::DEADLINE_MS)
         .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-        .map_or(state.config.request_timeout_ms, |left| {
-            left.clamp(1, state.config.request_timeout_ms)
-        });
+        .map_or(timeout_ms, |left| left.clamp(1, timeout_ms));
     let deadline = started + Duration::from_millis(deadline_ms);
-    let matched = Endpoint::match_path(&path);
-    let endpoint = matched.as_ref().map(|(endpoint, _)| *endpoint);
     let work = AssertUnwindSafe(route(&state, matched, request, peer.ip(), deadline)).catch_unwind();
     let response = match tokio::time::timeout(Duration::from_millis(deadline_ms), work).await {
         Ok(Ok(Ok(response))) => response,

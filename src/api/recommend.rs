@@ -1,12 +1,15 @@
 //! `POST /v1/recommend`: rank a caller's candidates with a named model, from the
 //! session's and user's live state, and record what was shown under the `rec_id`.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::decode::{item_id, optional_bool, optional_string, optional_whole_number, request_context, take_item_id};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 
+use crate::ranking::Ranked;
 use crate::service::recommend::{Candidate, RecommendRequest, MAX_CANDIDATES};
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
@@ -14,11 +17,13 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         Some(body) => body,
         None => checked(request.json_value()?)?,
     };
+    let explain = body.explain;
     let recommendation = state.services.recommend(body).await?;
     let items = recommendation
         .items
         .into_iter()
         .map(|item| RankedItem {
+            explanation: explain.then(|| explanation(&item)),
             id: item.id,
             score: item.score,
             attributes: item.echoed,
@@ -59,6 +64,8 @@ pub(super) struct TypedBody {
     limit: Option<u64>,
     /// Rank soft-deleted items too; by default they are left out of the answer.
     include_deleted: Option<bool>,
+    /// Give each item an `explanation`: each feature's contribution to its score.
+    explain: Option<bool>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -112,6 +119,7 @@ fn well_formed(bytes: &[u8]) -> Option<RecommendRequest> {
         context: typed.context.unwrap_or_default(),
         limit: typed.limit.map(|limit| limit as usize),
         include_deleted: typed.include_deleted.unwrap_or(false),
+        explain: typed.explain.unwrap_or(false),
     })
 }
 
@@ -138,6 +146,7 @@ fn checked(body: Value) -> Result<RecommendRequest, ApiError> {
         ),
     };
     let include_deleted = optional_bool(&body, "include_deleted")?.unwrap_or(false);
+    let explain = optional_bool(&body, "explain")?.unwrap_or(false);
     Ok(RecommendRequest {
         model_id,
         candidates,
@@ -146,6 +155,7 @@ fn checked(body: Value) -> Result<RecommendRequest, ApiError> {
         context,
         limit,
         include_deleted,
+        explain,
     })
 }
 
@@ -161,10 +171,21 @@ pub(super) struct RecommendResponse {
 struct RankedItem {
     id: String,
     score: f32,
+    /// With `explain`: feature → its contribution; they sum to `score`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explanation: Option<BTreeMap<String, f32>>,
     /// The duplicate-group echo (SPEC recommend rule 1), as fields of the item itself
     /// beside `id` and `score`; none for unique ids.
     #[serde(flatten)]
     attributes: Map<String, Value>,
+}
+
+/// An item's explanation as the response gives it.
+fn explanation(item: &Ranked) -> BTreeMap<String, f32> {
+    item.explanation()
+        .into_iter()
+        .map(|(name, contribution)| (name.to_owned(), contribution as f32))
+        .collect()
 }
 
 /// `model_id`, or the legacy `model_name`; both present and different is a 400.

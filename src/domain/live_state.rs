@@ -94,6 +94,14 @@ impl InteractionKind {
         }
     }
 
+    /// Whether it visits its items: what co-visitation learns sessions from.
+    pub fn is_visit(self) -> bool {
+        matches!(
+            self,
+            InteractionKind::View | InteractionKind::Click | InteractionKind::Cart | InteractionKind::Conversion
+        )
+    }
+
     /// Affinity weight of one such event.
     pub fn weight(self, dwell_ms: Option<f64>) -> f64 {
         match self {

@@ -123,7 +123,7 @@ fn combined_affinity(session: Option<&Signals>, user: Option<&Signals>) -> FxHas
     combined
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
+pub(super) fn cosine(a: &[f32], b: &[f32]) -> f64 {
     if a.len() != b.len() {
         return 0.0;
     }

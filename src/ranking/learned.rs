@@ -1,8 +1,8 @@
 //! The models over the learned artifacts: one feature alone, a weighted blend, and
 //! the learned ranker (a blend whose weights come from outcomes once it has enough).
 
-use super::trained::TrainedSnapshots;
-use super::{feature_vectors, Candidate, Feature, FeatureVector, Model, ModelError, RankContext, FEATURES};
+use super::trained::{Trained, TrainedSnapshots};
+use super::{feature_vectors, Candidate, Feature, Model, ModelError, RankContext, Scored, FEATURES};
 
 /// Unavailable items lose this much (every other feature is at most 1).
 pub const UNAVAILABLE_PENALTY: f64 = -1.0;
@@ -12,7 +12,7 @@ pub const UNAVAILABLE_PENALTY: f64 = -1.0;
 pub const CONSUMED_PENALTY: f64 = -2.0;
 
 /// What a model does with items the session or the user already bought.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ConsumedPolicy {
     /// Ranked below everything not bought (a bought film is seldom bought again).
@@ -40,6 +40,11 @@ pub enum Weights {
     Learned {
         fallback: [f64; FEATURES],
     },
+    /// These, with popularity's weight and the bought items' chosen by the self-tuner
+    /// once a rebuild tuned them ([`super::tuning`]).
+    Tuned {
+        fallback: [f64; FEATURES],
+    },
 }
 
 pub struct Learned {
@@ -48,7 +53,7 @@ pub struct Learned {
 }
 
 impl Learned {
-    fn weights(&self, learned: Option<[f64; FEATURES]>) -> [f64; FEATURES] {
+    fn weights(&self, trained: &Trained) -> [f64; FEATURES] {
         match &self.weights {
             Weights::Single(feature, consumed) => {
                 let mut weights = [0.0; FEATURES];
@@ -58,23 +63,23 @@ impl Learned {
                 weights
             }
             Weights::Blend(weights) => *weights,
-            Weights::Learned { fallback } => learned.unwrap_or(*fallback),
+            Weights::Learned { fallback } => trained.ltr.weights().unwrap_or(*fallback),
+            Weights::Tuned { fallback } => match &trained.tuning {
+                Some(tuning) => tuning.weights(fallback),
+                None => *fallback,
+            },
         }
     }
 }
 
 impl Model for Learned {
     fn score(&self, context: &RankContext, candidates: &[Candidate]) -> Result<Vec<f32>, ModelError> {
-        Ok(self.score_explained(context, candidates)?.0)
+        Ok(self.score_explained(context, candidates)?.scores)
     }
 
-    fn score_explained(
-        &self,
-        context: &RankContext,
-        candidates: &[Candidate],
-    ) -> Result<(Vec<f32>, Option<Vec<FeatureVector>>), ModelError> {
+    fn score_explained(&self, context: &RankContext, candidates: &[Candidate]) -> Result<Scored, ModelError> {
         let trained = self.trained.latest();
-        let weights = self.weights(trained.ltr.weights());
+        let weights = self.weights(&trained);
         let needed = weights.map(|weight| weight != 0.0);
         let vectors = feature_vectors(&trained, self.trained.segment_field(), context, candidates, &needed);
         let scores = vectors
@@ -87,6 +92,10 @@ impl Model for Learned {
                     .sum::<f64>() as f32
             })
             .collect();
-        Ok((scores, Some(vectors)))
+        Ok(Scored {
+            scores,
+            features: Some(vectors),
+            weights: Some(weights),
+        })
     }
 }

@@ -21,6 +21,7 @@ pub mod popularity;
 pub mod record;
 mod registry;
 pub mod trained;
+pub mod tuning;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,6 +36,13 @@ pub use ltr::{Feature, FeatureVector, FEATURES};
 pub use record::{RecRecord, ShownRecord};
 pub use registry::{RegistryError, DEFAULT_MODELS_TOML};
 pub use trained::{covisit_key, ItemIds, ItemIndex, Trained, TrainedSnapshots};
+
+/// The catalog's ranking features of items, by id: what the self-tuner reads to weigh
+/// affinity and embeddings ([`tuning`]; the learner keeps no catalog of its own).
+pub trait ItemCatalog: Send + Sync {
+    /// `None` for an item the catalog does not hold (or cannot read now).
+    fn features(&self, id: &str) -> Option<Arc<ItemFeatures>>;
+}
 
 /// One item to rank, with the request's attributes for it.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,18 +112,27 @@ pub enum ModelError {
     Unavailable(String),
 }
 
+/// Scores, and for models over the ranking features how they were made.
+#[derive(Debug, Clone, Default)]
+pub struct Scored {
+    pub scores: Vec<f32>,
+    /// Each candidate's feature vector (recorded with the `rec_id` for learning from
+    /// outcomes).
+    pub features: Option<Vec<FeatureVector>>,
+    /// The weights the scores are the weighted sums of the features by.
+    pub weights: Option<[f64; FEATURES]>,
+}
+
 /// A ranking model: one score per candidate, higher is better.
 pub trait Model: Send + Sync {
     fn score(&self, context: &RankContext, candidates: &[Candidate]) -> Result<Vec<f32>, ModelError>;
 
-    /// The scores and, for models over the ranking features, each candidate's
-    /// feature vector (recorded with the `rec_id` for learning from outcomes).
-    fn score_explained(
-        &self,
-        context: &RankContext,
-        candidates: &[Candidate],
-    ) -> Result<(Vec<f32>, Option<Vec<FeatureVector>>), ModelError> {
-        Ok((self.score(context, candidates)?, None))
+    /// The scores with, for models over the ranking features, the features and weights.
+    fn score_explained(&self, context: &RankContext, candidates: &[Candidate]) -> Result<Scored, ModelError> {
+        Ok(Scored {
+            scores: self.score(context, candidates)?,
+            ..Scored::default()
+        })
     }
 
     /// The SPEC's mock models are pure functions of the request: they never read the
@@ -165,6 +182,30 @@ pub struct Ranked {
     pub echoed: Map<String, Value>,
     /// The features it was scored with, for models over them.
     pub features: Option<FeatureVector>,
+    /// The weights of those features in its score.
+    pub weights: Option<[f64; FEATURES]>,
+}
+
+/// The model every contribution goes to when a model has no features.
+const WHOLE_MODEL: &str = "model";
+
+impl Ranked {
+    /// Why it scored what it did: each feature's contribution (its weight times its
+    /// value; features contributing nothing left out), summing to the score. A model
+    /// without features contributes its whole score under `model`.
+    pub fn explanation(&self) -> Vec<(&'static str, f64)> {
+        match (&self.features, &self.weights) {
+            (Some(features), Some(weights)) => Feature::ALL
+                .iter()
+                .map(|&feature| {
+                    let index = feature as usize;
+                    (feature.name(), weights[index] * features[index] as f64)
+                })
+                .filter(|(_, contribution)| *contribution != 0.0)
+                .collect(),
+            _ => vec![(WHOLE_MODEL, self.score as f64)],
+        }
+    }
 }
 
 /// Scores and orders candidates, best first (ties keep request order), keeps at
@@ -175,7 +216,11 @@ pub fn rank(
     candidates: &[Candidate],
     limit: Option<usize>,
 ) -> Result<Vec<Ranked>, ModelError> {
-    let (scores, features) = model.score_explained(context, candidates)?;
+    let Scored {
+        scores,
+        features,
+        weights,
+    } = model.score_explained(context, candidates)?;
     debug_assert_eq!(scores.len(), candidates.len(), "a model scores every candidate");
     let mut echoes = duplicate_echoes(candidates);
     // Orders (score, position) pairs rather than whole ranked items, which are large
@@ -191,6 +236,7 @@ pub fn rank(
             score,
             echoed: echoes.remove(&index).unwrap_or_default(),
             features: features.as_ref().map(|features| features[index]),
+            weights,
         })
         .collect())
 }

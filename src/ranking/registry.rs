@@ -49,6 +49,10 @@ enum Entry {
     Ltr {
         fallback: BTreeMap<String, f64>,
     },
+    /// A blend whose popularity and bought-item weights the self-tuner chooses.
+    Tuned {
+        fallback: BTreeMap<String, f64>,
+    },
 }
 
 fn weights(model_id: &str, named: &BTreeMap<String, f64>) -> Result<[f64; FEATURES], RegistryError> {
@@ -89,6 +93,9 @@ impl ModelRegistry {
                 Entry::Embedding { consumed } => Weights::Single(Feature::Embedding, consumed),
                 Entry::Blend { weights: named } => Weights::Blend(weights(&id, &named)?),
                 Entry::Ltr { fallback } => Weights::Learned {
+                    fallback: weights(&id, &fallback)?,
+                },
+                Entry::Tuned { fallback } => Weights::Tuned {
                     fallback: weights(&id, &fallback)?,
                 },
             };

@@ -17,6 +17,7 @@ use super::footprint;
 use super::ltr::Ltr;
 use super::popularity::Popularity;
 use super::record::RecRecord;
+use super::tuning::Tuning;
 use crate::domain::event::Event;
 use crate::domain::live_state::InteractionKind;
 use crate::topology::ShardId;
@@ -90,6 +91,9 @@ pub struct Trained {
     /// [`super::RankContext::models_time`]), never to a wall clock past it, so that a
     /// backfill of history scores as the live stream that made it did.
     pub clock: i64,
+    /// What the last rebuild's self-tuner chose (`None` before one had enough
+    /// held-out clicks); the co-visitation model already scores with its choice.
+    pub tuning: Option<Tuning>,
 }
 
 impl Trained {
@@ -102,6 +106,7 @@ impl Trained {
             applied: BTreeMap::new(),
             events: 0,
             clock: 0,
+            tuning: None,
         }
     }
 
@@ -136,10 +141,7 @@ impl Trained {
         let weight = kind.weight(event.dwell_ms);
         let segment = segment_of(event, segment_field);
         let session = session_key(event);
-        let visits = matches!(
-            kind,
-            InteractionKind::View | InteractionKind::Click | InteractionKind::Cart | InteractionKind::Conversion
-        );
+        let visits = kind.is_visit();
         for item_id in event.items() {
             let item = self.items.intern(item_id);
             if weight > 0.0 {
@@ -174,7 +176,7 @@ impl Trained {
 }
 
 /// The session an event belongs to for co-visitation: its sid, else its user.
-fn session_key(event: &Event) -> Option<u64> {
+pub fn session_key(event: &Event) -> Option<u64> {
     Some(covisit_key(event.sid.as_deref().or(event.uid.as_deref())?))
 }
 

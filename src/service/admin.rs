@@ -75,6 +75,8 @@ impl Services {
             "ltr_trained": trained.ltr.weights().is_some(),
             // Of the published snapshot; the learner's working copy shares all it has not changed since.
             "memory_bytes": trained.heap_bytes(),
+            // What the last rebuild's self-tuner chose, with its held-out figures.
+            "tuning": trained.tuning,
         });
         let ranking = json!({
             "state_read_deadline_ms": self.ranking.state_deadline_ms,

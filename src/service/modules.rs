@@ -315,6 +315,7 @@ mod tests {
                     score: index as f32,
                     echoed: Map::new(),
                     features: None,
+                    weights: None,
                 })
             })
             .collect()

@@ -33,6 +33,8 @@ pub struct RecommendRequest {
     pub limit: Option<usize>,
     /// Rank soft-deleted items too (by default they are left out of the answer).
     pub include_deleted: bool,
+    /// Explain each item's score (the API's `explain`).
+    pub explain: bool,
 }
 
 /// The ranked candidates and the id their ranking is recorded under.

@@ -12,9 +12,13 @@
 //! whole log (which no longer holds deleted users' events) on a thread of its own,
 //! while the learner keeps learning; the rebuild then catches up with the log and
 //! replaces the working copy.
+//!
+//! - `log`: the shards' logs read in event-time order (catch-up and rebuilds).
+//! - `holdout`: the most recent sessions a rebuild keeps aside to tune the models
+//!   on (`ranking::tuning`) before it learns them too.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -24,9 +28,14 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
+mod holdout;
+mod log;
+
+use self::holdout::Holdout;
+use self::log::{MergedLog, ShardStart};
 use crate::config::TrainingConfig;
 use crate::domain::event::{DurableEventSink, Event, SequencedEvent};
-use crate::ranking::{RecRecord, ShownRecord, Trained, TrainedSnapshots};
+use crate::ranking::{tuning, ItemCatalog, RecRecord, ShownRecord, Trained, TrainedSnapshots};
 use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::{shard_for, ShardId};
 
@@ -90,7 +99,12 @@ pub struct Training {
     frozen: Arc<AtomicBool>,
     /// Rebuilds from the log swapped in so far.
     rebuilds: Arc<AtomicU64>,
+    /// The catalog the self-tuner reads item features from, once attached.
+    catalog: Catalog,
 }
+
+/// The catalog, attached once the engine that reads it has started (after training).
+type Catalog = Arc<OnceLock<Arc<dyn ItemCatalog>>>;
 
 impl Training {
     /// Loads the persisted artifacts and starts the learner thread, which first
@@ -109,7 +123,9 @@ impl Training {
         let records = RecordBuffer::default();
         let rebuilds = Arc::new(AtomicU64::new(0));
         let frozen = Arc::new(AtomicBool::new(false));
+        let catalog = Catalog::default();
         let learner = Learner {
+            catalog: catalog.clone(),
             rebuilds: rebuilds.clone(),
             frozen: frozen.clone(),
             storage,
@@ -135,7 +151,14 @@ impl Training {
             shards,
             frozen,
             rebuilds,
+            catalog,
         }))
+    }
+
+    /// Lets rebuilds read item features (affinity attributes, embeddings) to tune
+    /// their weights; without it they tune co-visitation and popularity only.
+    pub fn attach_catalog(&self, catalog: Arc<dyn ItemCatalog>) {
+        let _ = self.catalog.set(catalog);
     }
 
     /// The snapshots the models read.
@@ -246,9 +269,6 @@ impl DurableEventSink for Training {
     }
 }
 
-/// Learned events are read from the log in chunks this big.
-const CHUNK: usize = 1024;
-
 /// How long the learner lets rankings gather before it writes them: one wake-up and
 /// one write per 10 ms at most, however many rankings are served (an outcome naming
 /// one never waits for it: the learner writes the buffer before it learns).
@@ -313,6 +333,7 @@ struct Learner {
     rebuilds: Arc<AtomicU64>,
     /// Set by [`Training::set_frozen`]: no rebuild may change the models.
     frozen: Arc<AtomicBool>,
+    catalog: Catalog,
 }
 
 impl Learner {
@@ -476,13 +497,13 @@ impl Learner {
             waiting: reply.into_iter().collect(),
         });
         let (storage, shards, config) = (self.storage.clone(), self.shards, self.config.clone());
+        let catalog = self.catalog.get().cloned();
         let Some(report_to) = self.commands.upgrade() else {
             return;
         };
         let spawned = std::thread::Builder::new().name("rebuild".into()).spawn(move || {
             let started = Instant::now();
-            let mut fresh = Trained::new(config.popularity_half_life_ms as f64);
-            let rebuilt = catch_up(&storage, &mut fresh, shards, &config).map(|_| Box::new(fresh));
+            let rebuilt = rebuild(&storage, shards, &config, catalog).map(Box::new);
             let _ = report_to.send(Command::Rebuilt(rebuilt, started));
         });
         if let Err(error) = spawned {
@@ -554,6 +575,36 @@ fn shown(storage: &Storage, shards: u16, event: &Event) -> Result<Option<RecReco
     Ok(postcard::from_bytes(&bytes).ok())
 }
 
+/// Learns into `trained` each shard's log past what it reflects, in event-time order
+/// ([`log::MergedLog`]); the events read. With a `holdout`, the events it holds are
+/// counted as read but kept there, not learned.
+fn learn_log(
+    storage: &Storage,
+    trained: &mut Trained,
+    shards: u16,
+    config: &TrainingConfig,
+    mut holdout: Option<&mut Holdout>,
+) -> Result<u64, TrainingError> {
+    let starts: Vec<ShardStart> = (0..shards)
+        .map(|shard| ShardStart::new(shard, trained.applied.get(&shard).copied().unwrap_or(0) + 1))
+        .collect();
+    let mut log = MergedLog::open(storage, &starts)?;
+    let mut position = 0;
+    while let Some((shard, seq, event)) = log.next_event()? {
+        let shown = shown(storage, shards, &event)?;
+        position += 1;
+        if let Some(holdout) = holdout.as_deref_mut() {
+            if holdout.holds(position - 1, trained, &event) {
+                trained.applied.insert(shard, seq);
+                holdout.keep(event, shown);
+                continue;
+            }
+        }
+        trained.learn(shard, seq, &event, shown.as_ref(), &config.segment_field);
+    }
+    Ok(position)
+}
+
 /// Learns into `trained` each shard's log past what it reflects; the events learned.
 fn catch_up(
     storage: &Storage,
@@ -561,52 +612,49 @@ fn catch_up(
     shards: u16,
     config: &TrainingConfig,
 ) -> Result<u64, TrainingError> {
-    let mut learned = 0;
-    for shard in 0..shards {
-        let from = trained.applied.get(&shard).copied().unwrap_or(0) + 1;
-        scan_log(storage, shards, shard, from, |chunk| {
-            for (seq, event, shown) in chunk {
-                trained.learn(shard, *seq, event, shown.as_ref(), &config.segment_field);
-            }
-            learned += chunk.len() as u64;
-        })?;
-    }
-    Ok(learned)
+    learn_log(storage, trained, shards, config, None)
 }
 
-/// Feeds `shard`'s log from `from` on to `learn`, in chunks.
-fn scan_log(
+/// New models from the whole log, tuned ([`tuning`]) on its most recent sessions,
+/// which are learned after the tuning ([`Holdout`]).
+fn rebuild(
     storage: &Storage,
     shards: u16,
-    shard: ShardId,
-    from: u64,
-    mut learn: impl FnMut(&[(u64, Event, Option<RecRecord>)]),
-) -> Result<(), StorageError> {
-    let prefix = layout::event_log_prefix(shard);
-    let mut chunk = Vec::with_capacity(CHUNK);
-    for entry in storage.scan_from(Cf::Events, &layout::event_log(shard, from), &prefix) {
-        let (key, value) = entry?;
-        let Some(seq) = layout::event_log_seq(&key) else {
-            continue;
-        };
-        // One unreadable record (stored by an older version that let a body nest
-        // deeper than it can read back) must not stop every rebuild: it is skipped.
-        let event: Event = match serde_json::from_slice(&value) {
-            Ok(event) => event,
-            Err(error) => {
-                tracing::warn!(shard, seq, %error, "an unreadable event in the log is not learned");
-                continue;
-            }
-        };
-        let shown = shown(storage, shards, &event)?;
-        chunk.push((seq, event, shown));
-        if chunk.len() == CHUNK {
-            learn(&chunk);
-            chunk.clear();
+    config: &TrainingConfig,
+    catalog: Option<Arc<dyn ItemCatalog>>,
+) -> Result<Trained, TrainingError> {
+    let mut fresh = Trained::new(config.popularity_half_life_ms as f64);
+    let whole: Vec<ShardStart> = (0..shards).map(|shard| ShardStart::new(shard, 1)).collect();
+    let mut holdout = Holdout::new(log::length(storage, &whole)?);
+    learn_log(storage, &mut fresh, shards, config, Some(&mut holdout))?;
+    let cases = holdout.cases(&fresh);
+    match tuning::tune(&fresh, holdout.sessions(), &cases, catalog.as_deref()) {
+        Some((tuning, params)) => {
+            tracing::info!(
+                sessions = tuning.sessions,
+                cases = tuning.cases,
+                hr20_before = tuning.before.hr20,
+                mrr20_before = tuning.before.mrr20,
+                hr20 = tuning.after.hr20,
+                mrr20 = tuning.after.mrr20,
+                trials = tuning.trials,
+                took_ms = tuning.took_ms,
+                chosen = ?tuning.chosen,
+                "models tuned on the most recent sessions"
+            );
+            fresh.covisit.set_scoring(&params);
+            fresh.tuning = Some(tuning);
         }
+        None => tracing::info!(
+            cases = cases.len(),
+            needed = tuning::MIN_CASES,
+            "too few held-out clicks to tune: the models keep their fixed weights"
+        ),
     }
-    learn(&chunk);
-    Ok(())
+    for (event, shown) in holdout.into_events() {
+        fresh.learn_event(&event, shown.as_ref(), &config.segment_field);
+    }
+    Ok(fresh)
 }
 
 #[cfg(test)]

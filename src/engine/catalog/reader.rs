@@ -34,6 +34,12 @@ pub struct ItemReader {
     changes: OnceLock<Sender<IndexChange>>,
 }
 
+impl crate::ranking::ItemCatalog for ItemReader {
+    fn features(&self, id: &str) -> Option<Arc<ItemFeatures>> {
+        ItemReader::features(self, id).ok().flatten()
+    }
+}
+
 impl ItemReader {
     pub fn new(storage: Storage, tables: Arc<TableRegistry>, shards: u16) -> ItemReader {
         ItemReader {

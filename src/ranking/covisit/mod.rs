@@ -72,6 +72,8 @@ use super::{footprint, ItemIndex};
 
 mod scoring;
 
+pub use scoring::PartName;
+
 /// Hyper-parameters. `Default` = values tuned on the Diginetica validation
 /// slice (first 90% of training sessions -> last 10%).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -162,6 +164,31 @@ impl Default for Params {
             w_knn: 1.0,
             w_rep: 0.8,
         }
+    }
+}
+
+impl Params {
+    /// Takes `from`'s scoring-time fields (how a prefix is scored from what was
+    /// learned: recency weights, neighbourhood, the repeat profile, the blend),
+    /// keeping this one's learning-time fields (pair windows, decays, bounds), which
+    /// only a relearning could change. What the self-tuner may choose.
+    pub fn set_scoring(&mut self, from: &Params) {
+        self.ii_src_alpha = from.ii_src_alpha;
+        self.ii_recent = from.ii_recent;
+        self.ii_recency_decay = from.ii_recency_decay;
+        self.knn_sample = from.knn_sample;
+        self.knn_k = from.knn_k;
+        self.knn_lambda_pos = from.knn_lambda_pos;
+        self.knn_lambda_time = from.knn_lambda_time;
+        self.knn_lambda_after = from.knn_lambda_after;
+        self.knn_lambda_before = from.knn_lambda_before;
+        self.rep_learned = from.rep_learned;
+        self.rep_lambda = from.rep_lambda;
+        self.rep_count_w = from.rep_count_w;
+        self.rep_gamma = from.rep_gamma;
+        self.w_ii = from.w_ii;
+        self.w_knn = from.w_knn;
+        self.w_rep = from.w_rep;
     }
 }
 
@@ -363,6 +390,20 @@ impl SessionModel {
     /// the last call: the deferred cost of publishing.
     pub fn take_copy_time(&mut self) -> Duration {
         std::mem::take(&mut self.items.copying)
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Scores from now on with `tuned`'s scoring-time fields ([`Params::set_scoring`]).
+    pub fn set_scoring(&mut self, tuned: &Params) {
+        self.params.set_scoring(tuned);
+    }
+
+    /// Whether the session `key` is among the sessions stored.
+    pub fn knows(&self, key: u64) -> bool {
+        self.key_to_sid.contains_key(&key)
     }
 
     fn next_sid(&self) -> u64 {

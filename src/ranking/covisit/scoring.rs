@@ -7,6 +7,14 @@ use rustc_hash::FxHashMap;
 
 use super::{rep_bucket_of, ItemIndex, Params, SessionModel, REP_DIST};
 
+/// The three parts of the co-visitation scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartName {
+    ItemToItem,
+    Knn,
+    Repeat,
+}
+
 /// The three parts of a prefix's scores, raw, each with its maximum (a part is
 /// divided by it when blended). Items a part does not reach score 0 in it.
 #[derive(Default)]
@@ -159,17 +167,58 @@ impl SessionModel {
         })
     }
 
+    /// One part of the scores for `prefix` under `params` (which may differ from the
+    /// model's own in their scoring-time fields, [`Params::set_scoring`]): its `top`
+    /// items, each scaled to the part's maximum (so the best is 1), best first, and
+    /// the part's multiplier (the per-case repeat multiplier; 1 for the others). The
+    /// blended score is `Σ weight × multiplier × scaled value` over the parts: what the
+    /// self-tuner recombines under other weights without scoring again.
+    pub fn part(
+        &self,
+        part: PartName,
+        prefix: &[ItemIndex],
+        exclude: Option<u64>,
+        params: &Params,
+        top: usize,
+    ) -> (Vec<(ItemIndex, f32)>, f32) {
+        let mut only = params.clone();
+        for (name, weight) in [
+            (PartName::ItemToItem, &mut only.w_ii),
+            (PartName::Knn, &mut only.w_knn),
+            (PartName::Repeat, &mut only.w_rep),
+        ] {
+            *weight = if name == part { 1.0 } else { 0.0 };
+        }
+        COMPONENTS.with_borrow_mut(|c| {
+            self.components(prefix, exclude, &only, c);
+            let (mut values, max, multiplier): (Vec<(ItemIndex, f32)>, f32, f32) = match part {
+                PartName::ItemToItem => (c.ii.iter().collect(), c.ii.max, 1.0),
+                PartName::Knn => (c.knn.iter().collect(), c.knn.max, 1.0),
+                PartName::Repeat => (c.rep.clone(), c.rep_max, c.rep_mult),
+            };
+            let by_value = |a: &(ItemIndex, f32), b: &(ItemIndex, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+            if values.len() > top {
+                values.select_nth_unstable_by(top, by_value);
+                values.truncate(top);
+            }
+            values.sort_unstable_by(by_value);
+            for (_, value) in &mut values {
+                *value = scaled(*value, max);
+            }
+            (values, multiplier)
+        })
+    }
+
     /// Calls `read` with the components of `prefix`, in this thread's reused buffers.
     fn with_components<T>(&self, prefix: &[ItemIndex], exclude: Option<u64>, read: impl FnOnce(&Components) -> T) -> T {
         COMPONENTS.with_borrow_mut(|components| {
-            self.components(prefix, exclude, components);
+            self.components(prefix, exclude, &self.params, components);
             read(components)
         })
     }
 
-    /// Fills `out` with the three parts for `prefix`, raw, with their maxima.
-    fn components(&self, prefix: &[ItemIndex], exclude: Option<u64>, out: &mut Components) {
-        let p = &self.params;
+    /// Fills `out` with the three parts for `prefix` under `p`, raw, with their maxima.
+    fn components(&self, prefix: &[ItemIndex], exclude: Option<u64>, p: &Params, out: &mut Components) {
         let n = prefix.len();
         out.reset(self.items.states.len());
         if n == 0 {
@@ -233,7 +282,7 @@ impl SessionModel {
 
         // ---- session kNN ----
         if p.w_knn != 0.0 {
-            self.knn(&distinct, exclude, &mut out.knn);
+            self.knn(&distinct, exclude, p, &mut out.knn);
             out.knn.close();
         }
     }
@@ -245,8 +294,7 @@ impl SessionModel {
     }
 
     /// Adds the session-kNN votes for the prefix's `distinct` items to `acc`.
-    fn knn(&self, distinct: &[(ItemIndex, usize)], exclude: Option<u64>, acc: &mut Part) {
-        let p = &self.params;
+    fn knn(&self, distinct: &[(ItemIndex, usize)], exclude: Option<u64>, p: &Params, acc: &mut Part) {
         // Candidates: union of the per-item recent-session lists, most recent first.
         let mut cand: Vec<u64> = Vec::new();
         for &(it, _) in distinct {
