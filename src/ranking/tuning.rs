@@ -291,8 +291,13 @@ const KNOBS: &[Knob] = &[
 
 const PARTS: [PartName; 3] = [PartName::ItemToItem, PartName::Knn, PartName::Repeat];
 
+/// Where `part` is in [`PARTS`] (and in a case's [`Columns`]).
 fn part_slot(part: PartName) -> usize {
-    PARTS.iter().position(|&p| p == part).expect("every part is listed")
+    match part {
+        PartName::ItemToItem => 0,
+        PartName::Knn => 1,
+        PartName::Repeat => 2,
+    }
 }
 
 /// One part of a case's co-visitation scores: its best items (scaled to the part's
