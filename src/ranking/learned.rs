@@ -40,8 +40,8 @@ pub enum Weights {
     Learned {
         fallback: [f64; FEATURES],
     },
-    /// These, with popularity's weight and the bought items' chosen by the self-tuner
-    /// once a rebuild tuned them ([`super::tuning`]).
+    /// These, with the weights of popularity, affinity, embeddings and bought items
+    /// chosen by the self-tuner once a rebuild tuned them ([`super::tuning`]).
     Tuned {
         fallback: [f64; FEATURES],
     },

@@ -49,7 +49,8 @@ enum Entry {
     Ltr {
         fallback: BTreeMap<String, f64>,
     },
-    /// A blend whose popularity and bought-item weights the self-tuner chooses.
+    /// A blend whose popularity, affinity, embedding and bought-item weights the
+    /// self-tuner chooses.
     Tuned {
         fallback: BTreeMap<String, f64>,
     },
