@@ -546,7 +546,7 @@ async fn evaluate_sessions(cli: &Cli, folder: &Path, name: &str, manifest: &Mani
             for (model_id, metrics) in model_ids.iter().zip(&mut metrics) {
                 let model = node.model(model_id).expect("checked");
                 let ranked_at = Instant::now();
-                let ranked = rank(model.as_ref(), &context, &candidates, Some(CUT))?;
+                let ranked = rank(model.as_ref(), &context, &candidates, Some(CUT), &[])?;
                 let top: Vec<&str> = ranked.iter().map(|r| r.id.as_str()).collect();
                 metrics.add(&top, target, read_done + ranked_at.elapsed());
             }
@@ -738,7 +738,7 @@ async fn movielens(cli: &Cli, model_ids: &[String]) -> Result<()> {
         for (model_id, metrics) in model_ids.iter().zip(&mut metrics) {
             let model = node.model(model_id).expect("checked");
             let ranked_at = Instant::now();
-            let ranked = rank(model.as_ref(), &context, &candidates, Some(10))?;
+            let ranked = rank(model.as_ref(), &context, &candidates, Some(10), &[])?;
             let top: Vec<&str> = ranked.iter().map(|r| r.id.as_str()).collect();
             metrics.add(&top, target, ranked_at.elapsed());
         }

@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::ApiError;
+use crate::ranking::Rules;
 
 /// A non-empty string id (`field` names it in the error).
 pub fn item_id(value: &Value, field: &str) -> Result<String, ApiError> {
@@ -108,4 +109,9 @@ mod tests {
             assert!(limit(&object(json!({ "limit": bad })), 50, 1000).is_err(), "{bad}");
         }
     }
+}
+
+/// The optional business rules (`exclude_ids`, `filters`, `boosts`, `diversity`).
+pub fn rules(body: &Map<String, Value>) -> Result<Option<Rules>, ApiError> {
+    Rules::from_fields(body).map_err(|error| ApiError::validation(error.0))
 }

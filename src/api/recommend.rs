@@ -6,10 +6,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::decode::{item_id, optional_bool, optional_string, optional_whole_number, request_context, take_item_id};
+use super::decode::{
+    item_id, optional_bool, optional_string, optional_whole_number, request_context, rules, take_item_id,
+};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 
-use crate::ranking::Ranked;
+use crate::ranking::rules::RULE_FIELDS;
+use crate::ranking::{Explanation, Rules};
 use crate::service::recommend::{Candidate, RecommendRequest, MAX_CANDIDATES};
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
@@ -23,7 +26,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         .items
         .into_iter()
         .map(|item| RankedItem {
-            explanation: explain.then(|| explanation(&item)),
+            explanation: explain.then(|| explanation(&item.explanation())),
             id: item.id,
             score: item.score,
             attributes: item.echoed,
@@ -66,6 +69,19 @@ pub(super) struct TypedBody {
     include_deleted: Option<bool>,
     /// Give each item an `explanation`: each feature's contribution to its score.
     explain: Option<bool>,
+    /// Ids never returned, whatever their score.
+    #[schema(value_type = Option<Vec<String>>, max_items = 10000)]
+    exclude_ids: Option<Value>,
+    /// Predicates every returned item passes: `{"field", "op", "value"}` (op `eq ne in
+    /// nin lt lte gt gte range exists`), `{"all": [...]}`, `{"any": [...]}`, `{"not": {...}}`.
+    #[schema(value_type = Option<Vec<Object>>)]
+    filters: Option<Value>,
+    /// A predicate with `multiply` and/or `add`: the score change of the items it matches.
+    #[schema(value_type = Option<Vec<Object>>)]
+    boosts: Option<Value>,
+    /// `{"field", "max_per_value", "top_k"}`: at most that many items per value of the field in the top K.
+    #[schema(value_type = Option<Object>)]
+    diversity: Option<Value>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -111,6 +127,18 @@ fn well_formed(bytes: &[u8]) -> Option<RecommendRequest> {
     {
         return None;
     }
+    let rules = [typed.exclude_ids, typed.filters, typed.boosts, typed.diversity];
+    let rules = match rules.iter().any(Option::is_some) {
+        false => None,
+        true => {
+            let fields: Map<String, Value> = RULE_FIELDS
+                .iter()
+                .zip(rules)
+                .filter_map(|(name, value)| Some((name.to_string(), value?)))
+                .collect();
+            Rules::from_fields(&fields).ok()?
+        }
+    };
     Some(RecommendRequest {
         model_id,
         candidates,
@@ -120,6 +148,7 @@ fn well_formed(bytes: &[u8]) -> Option<RecommendRequest> {
         limit: typed.limit.map(|limit| limit as usize),
         include_deleted: typed.include_deleted.unwrap_or(false),
         explain: typed.explain.unwrap_or(false),
+        rules,
     })
 }
 
@@ -147,6 +176,7 @@ fn checked(body: Value) -> Result<RecommendRequest, ApiError> {
     };
     let include_deleted = optional_bool(&body, "include_deleted")?.unwrap_or(false);
     let explain = optional_bool(&body, "explain")?.unwrap_or(false);
+    let rules = rules(&body)?;
     Ok(RecommendRequest {
         model_id,
         candidates,
@@ -156,6 +186,7 @@ fn checked(body: Value) -> Result<RecommendRequest, ApiError> {
         limit,
         include_deleted,
         explain,
+        rules,
     })
 }
 
@@ -180,11 +211,11 @@ struct RankedItem {
     attributes: Map<String, Value>,
 }
 
-/// An item's explanation as the response gives it.
-fn explanation(item: &Ranked) -> BTreeMap<String, f32> {
-    item.explanation()
-        .into_iter()
-        .map(|(name, contribution)| (name.to_owned(), contribution as f32))
+/// An item's explanation as a response gives it: feature → contribution.
+pub(super) fn explanation(explanation: &Explanation) -> BTreeMap<String, f32> {
+    explanation
+        .iter()
+        .map(|&(name, contribution)| (name.to_owned(), contribution as f32))
         .collect()
 }
 
@@ -307,6 +338,11 @@ mod tests {
             r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "include_deleted": "yes"}"#,
             r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "context": []}"#,
             r#"{"model_id": "m", "user_id": 7, "item_ids": ["a"]}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "exclude_ids": ["b"], "filters": [{"field": "p", "op": "lt", "value": 3}]}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "boosts": [{"any": [], "add": 1}], "diversity": {"field": "g", "max_per_value": 1}}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "filters": null, "diversity": null}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "filters": [{"field": "p", "op": "lt"}]}"#,
+            r#"{"model_id": "m", "user_id": "u", "item_ids": ["a"], "exclude_ids": "b"}"#,
             r#"[null, null, ["a"], null, "u"]"#,
         ];
         for body in bodies {

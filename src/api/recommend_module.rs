@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::decode::{item_id, optional_bool, optional_string, request_context};
+use super::decode::{item_id, optional_bool, optional_string, request_context, rules};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::service::modules::{ItemSpec, ModuleSpec, ModulesRequest};
 use crate::service::recommend::MAX_CANDIDATES;
@@ -29,6 +29,7 @@ fn parse_request(body: &Map<String, Value>) -> Result<ModulesRequest, ApiError> 
     let module_model_id = required("module_model_id")?;
     let context = request_context(body)?;
     let include_deleted = optional_bool(body, "include_deleted")?.unwrap_or(false);
+    let rules = rules(body)?;
     let modules = match body.get("modules") {
         None | Some(Value::Null) => return Err(ApiError::validation("\"modules\" is required")),
         Some(Value::Array(modules)) => modules,
@@ -61,6 +62,7 @@ fn parse_request(body: &Map<String, Value>) -> Result<ModulesRequest, ApiError> 
         context,
         modules,
         include_deleted,
+        rules,
     })
 }
 

@@ -8,8 +8,9 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::decode::{item_id, limit, optional_bool, optional_string, required_query};
+use super::decode::{item_id, limit, optional_bool, optional_string, required_query, rules};
 use super::embedded_events::embedded_events;
+use super::recommend::explanation;
 use super::search::{FoundItem, FoundItems};
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::service::recommend::MAX_CANDIDATES;
@@ -34,6 +35,8 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         events: embedded_events(&body)?,
         limit: limit(&body, DEFAULT_LIMIT, MAX_CANDIDATES)?,
         include_deleted: optional_bool(&body, "include_deleted")?.unwrap_or(false),
+        rules: rules(&body)?,
+        explain: optional_bool(&body, "explain")?.unwrap_or(false),
     };
     let reranked = state.services.rerank(request).await?;
     let items = reranked
@@ -43,6 +46,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
             item_id: &item.id,
             score: item.score,
             metadata: None,
+            explanation: item.explanation.as_ref().map(explanation),
         })
         .collect();
     ok(&FoundItems { items })

@@ -6,8 +6,11 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::decode::{limit, optional_string, required_query};
+use std::collections::BTreeMap;
+
+use super::decode::{limit, optional_bool, optional_string, required_query, rules};
 use super::embedded_events::embedded_events;
+use super::recommend::explanation;
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::service::search::{SearchRequest, DEFAULT_LIMIT, MAX_LIMIT};
 
@@ -22,6 +25,8 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         events: embedded_events(&body)?,
         limit: limit(&body, DEFAULT_LIMIT, MAX_LIMIT)?,
         tables: tables(&body)?,
+        rules: rules(&body)?,
+        explain: optional_bool(&body, "explain")?.unwrap_or(false),
     };
     let found = state.services.search(&search).await?;
     let items: Vec<FoundItem> = found
@@ -31,6 +36,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
             item_id: &found.id,
             score: found.score,
             metadata: Some(metadata(&found.row)),
+            explanation: found.explanation.as_ref().map(explanation),
         })
         .collect();
     ok(&FoundItems { items })
@@ -69,6 +75,9 @@ pub(super) struct FoundItem<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
+    /// With `explain`: each part's contribution (text, the features, boost); they sum to `score`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<BTreeMap<String, f32>>,
 }
 
 /// The response metadata of a stored row (DESIGN.md §7): `title` (else `name`),

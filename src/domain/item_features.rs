@@ -11,6 +11,9 @@ use super::live_state::{affinity_attributes, availability};
 /// Longest embedding taken from a catalog row (DESIGN: ≤ 1,024 floats).
 const MAX_EMBEDDING: usize = 1024;
 
+/// The fields an item's embedding is read from, in order.
+const EMBEDDING_FIELDS: [&str; 2] = ["embeddings", "embedding"];
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ItemFeatures {
     /// Its affinity attributes: `group:…`, `tag:…`, `lang:…`, `age:…`, `price_band:…`, `available:…`.
@@ -23,11 +26,14 @@ pub struct ItemFeatures {
     pub available: Option<bool>,
     /// Soft-deleted (`is_deleted: true`): ranking leaves it out unless asked for it.
     pub deleted: bool,
+    /// The row's fields but its embedding (kept above as floats): what the business
+    /// rules test (`ranking::rules`).
+    pub fields: Map<String, Value>,
 }
 
 impl ItemFeatures {
     pub fn from_row(row: &Map<String, Value>) -> ItemFeatures {
-        let embedding = ["embeddings", "embedding"]
+        let embedding = EMBEDDING_FIELDS
             .iter()
             .find_map(|field| row.get(*field)?.as_array())
             .filter(|values| !values.is_empty() && values.len() <= MAX_EMBEDDING)
@@ -39,6 +45,11 @@ impl ItemFeatures {
             embedding,
             available: availability(row),
             deleted: row.get("is_deleted") == Some(&Value::Bool(true)),
+            fields: row
+                .iter()
+                .filter(|(name, _)| !EMBEDDING_FIELDS.contains(&name.as_str()))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod modules;
 pub mod popularity;
 pub mod record;
 mod registry;
+pub mod rules;
 pub mod trained;
 pub mod tuning;
 
@@ -35,6 +36,7 @@ pub use components::feature_vectors;
 pub use ltr::{Feature, FeatureVector, FEATURES};
 pub use record::{RecRecord, ShownRecord};
 pub use registry::{RegistryError, DEFAULT_MODELS_TOML};
+pub use rules::{Placed, Rules};
 pub use trained::{covisit_key, ItemIds, ItemIndex, Trained, TrainedSnapshots};
 
 /// The catalog's ranking features of items, by id: what the self-tuner reads to weigh
@@ -146,6 +148,8 @@ pub trait Model: Send + Sync {
 /// The models a node serves, by id.
 pub struct ModelRegistry {
     models: HashMap<String, Arc<dyn Model>>,
+    /// The business rules a model applies by default (its entry's rule keys).
+    rules: HashMap<String, Arc<Rules>>,
 }
 
 impl ModelRegistry {
@@ -155,11 +159,19 @@ impl ModelRegistry {
         for (id, model) in mock::all() {
             models.insert(id.to_owned(), model);
         }
-        ModelRegistry { models }
+        ModelRegistry {
+            models,
+            rules: HashMap::new(),
+        }
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<dyn Model>> {
         self.models.get(id).cloned()
+    }
+
+    /// The business rules model `id` applies by default, if it has any.
+    pub fn rules(&self, id: &str) -> Option<Arc<Rules>> {
+        self.rules.get(id).cloned()
     }
 
     /// Configured ids, sorted.
@@ -184,7 +196,12 @@ pub struct Ranked {
     pub features: Option<FeatureVector>,
     /// The weights of those features in its score.
     pub weights: Option<[f64; FEATURES]>,
+    /// What the business rules' boosts added to the model's score (in `score`).
+    pub boost: f32,
 }
+
+/// Why an item scored what it did: named contributions that sum to its score.
+pub type Explanation = Vec<(&'static str, f64)>;
 
 /// The model every contribution goes to when a model has no features.
 const WHOLE_MODEL: &str = "model";
@@ -193,7 +210,16 @@ impl Ranked {
     /// Why it scored what it did: each feature's contribution (its weight times its
     /// value; features contributing nothing left out), summing to the score. A model
     /// without features contributes its whole score under `model`.
-    pub fn explanation(&self) -> Vec<(&'static str, f64)> {
+    pub fn explanation(&self) -> Explanation {
+        let mut explanation = self.model_explanation();
+        if self.boost != 0.0 {
+            explanation.push((rules::BOOST, f64::from(self.boost)));
+        }
+        explanation
+    }
+
+    /// The model's part of the explanation: its score before the boosts.
+    fn model_explanation(&self) -> Explanation {
         match (&self.features, &self.weights) {
             (Some(features), Some(weights)) => Feature::ALL
                 .iter()
@@ -203,18 +229,20 @@ impl Ranked {
                 })
                 .filter(|(_, contribution)| *contribution != 0.0)
                 .collect(),
-            _ => vec![(WHOLE_MODEL, self.score as f64)],
+            _ => vec![(WHOLE_MODEL, f64::from(self.score - self.boost))],
         }
     }
 }
 
-/// Scores and orders candidates, best first (ties keep request order), keeps at
-/// most `limit`, and attaches the duplicate-group echo.
+/// Scores candidates, applies the business rules (`rules`: a model's defaults, then
+/// the request's; see [`rules::apply`]), orders them best first (ties keep request
+/// order), keeps at most `limit`, and attaches the duplicate-group echo.
 pub fn rank(
     model: &dyn Model,
     context: &RankContext,
     candidates: &[Candidate],
     limit: Option<usize>,
+    rules: &[&Rules],
 ) -> Result<Vec<Ranked>, ModelError> {
     let Scored {
         scores,
@@ -223,20 +251,19 @@ pub fn rank(
     } = model.score_explained(context, candidates)?;
     debug_assert_eq!(scores.len(), candidates.len(), "a model scores every candidate");
     let mut echoes = duplicate_echoes(candidates);
-    // Orders (score, position) pairs rather than whole ranked items, which are large
-    // to move, and builds only the items kept. Positions break ties, so the order is total.
-    let mut order: Vec<(f32, usize)> = scores.into_iter().zip(0..).collect();
-    order.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    order.truncate(limit.unwrap_or(usize::MAX));
+    // Orders (position, score) pairs rather than whole ranked items, which are large
+    // to move, and builds only the items kept.
+    let order = rules::apply(rules, candidates, &scores, limit);
     Ok(order
         .into_iter()
-        .map(|(score, index)| Ranked {
+        .map(|Placed { index, score, boost }| Ranked {
             index,
             id: candidates[index].id.clone(),
             score,
             echoed: echoes.remove(&index).unwrap_or_default(),
             features: features.as_ref().map(|features| features[index]),
             weights,
+            boost,
         })
         .collect())
 }
@@ -326,12 +353,12 @@ mod tests {
         let registry = ModelRegistry::with_mocks();
         let model = registry.get("test_model_item_200").unwrap();
         let candidates: Vec<_> = ["x", "y", "z"].iter().map(|id| candidate(id, json!({}))).collect();
-        let ranked = rank(model.as_ref(), &RankContext::default(), &candidates, Some(2)).unwrap();
+        let ranked = rank(model.as_ref(), &RankContext::default(), &candidates, Some(2), &[]).unwrap();
         assert_eq!(ranked.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["x", "y"]);
         assert!(ranked[0].score > ranked[1].score);
         let refused = registry.get("test_model_item_429").unwrap();
         assert!(matches!(
-            rank(refused.as_ref(), &RankContext::default(), &candidates, None),
+            rank(refused.as_ref(), &RankContext::default(), &candidates, None, &[]),
             Err(ModelError::RateLimited { .. })
         ));
     }

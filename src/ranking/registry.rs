@@ -1,4 +1,5 @@
-//! The model registry file (`config/models.toml`): model ids and their kinds.
+//! The model registry file (`config/models.toml`): model ids, their kinds and
+//! their default business rules.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -6,8 +7,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::learned::{ConsumedPolicy, Learned, Weights};
+use super::rules::RULE_FIELDS;
 use super::trained::TrainedSnapshots;
-use super::{mock, Feature, Model, ModelRegistry, FEATURES};
+use super::{mock, Feature, Model, ModelRegistry, Rules, FEATURES};
 
 /// The embedded registry, used when `training.models_file` is empty.
 pub const DEFAULT_MODELS_TOML: &str = include_str!("../../config/models.toml");
@@ -80,7 +82,11 @@ fn weights(model_id: &str, named: &BTreeMap<String, f64>) -> Result<[f64; FEATUR
 impl ModelRegistry {
     /// The models of a registry file, plus the SPEC's mock models.
     pub fn load(text: &str, trained: &TrainedSnapshots) -> Result<ModelRegistry, RegistryError> {
-        let file: ModelsFile = toml::from_str(text).map_err(|error| RegistryError(error.to_string()))?;
+        let mut file: toml::Table = toml::from_str(text).map_err(|error| RegistryError(error.to_string()))?;
+        let rules = take_rules(&mut file)?;
+        let file: ModelsFile = toml::Value::Table(file)
+            .try_into()
+            .map_err(|error| RegistryError(error.to_string()))?;
         let mocks = mock::all();
         let mut models: HashMap<String, Arc<dyn Model>> = HashMap::new();
         for (id, entry) in file.models {
@@ -109,6 +115,31 @@ impl ModelRegistry {
         for (id, model) in mocks {
             models.insert(id.to_owned(), model);
         }
-        Ok(ModelRegistry { models })
+        Ok(ModelRegistry { models, rules })
     }
+}
+
+/// Takes each model's business rules (`exclude_ids`, `filters`, `boosts`,
+/// `diversity`: the request fields of the same names) out of its entry.
+fn take_rules(file: &mut toml::Table) -> Result<HashMap<String, Arc<Rules>>, RegistryError> {
+    let mut rules = HashMap::new();
+    let Some(toml::Value::Table(models)) = file.get_mut("models") else {
+        return Ok(rules);
+    };
+    for (id, entry) in models.iter_mut() {
+        let toml::Value::Table(entry) = entry else { continue };
+        let fields: serde_json::Map<String, serde_json::Value> = RULE_FIELDS
+            .iter()
+            .filter_map(|name| Some((name.to_string(), entry.remove(*name)?)))
+            .map(|(name, value)| {
+                let value =
+                    serde_json::to_value(value).map_err(|error| RegistryError(format!("{id}.{name}: {error}")))?;
+                Ok((name, value))
+            })
+            .collect::<Result<_, RegistryError>>()?;
+        if let Some(parsed) = Rules::from_fields(&fields).map_err(|error| RegistryError(format!("{id}: {error}")))? {
+            rules.insert(id.clone(), Arc::new(parsed));
+        }
+    }
+    Ok(rules)
 }

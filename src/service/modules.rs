@@ -7,10 +7,11 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::recommend::{leaves_out_deleted, new_rec_id};
+use super::recommend::{leaves_out_deleted, new_rec_id, rule_stack};
 use super::{ServiceError, Services};
 use crate::ranking::modules::{module_score, place, Adjustment, Displacement, Pinned};
-use crate::ranking::{rank, Candidate, Model, RankContext, Ranked};
+use crate::ranking::rules::{self, Diversity};
+use crate::ranking::{rank, Candidate, Model, Placed, RankContext, Ranked, Rules};
 
 /// A module request, valid by the SPEC's rules.
 #[derive(Debug, Clone)]
@@ -25,6 +26,8 @@ pub struct ModulesRequest {
     pub modules: Vec<ModuleSpec>,
     /// Rank soft-deleted items too (by default they are left out of every module).
     pub include_deleted: bool,
+    /// Business rules for the items of every module (with the item model's defaults).
+    pub rules: Option<Rules>,
 }
 
 /// One module of the request.
@@ -58,13 +61,20 @@ impl Services {
     pub async fn rank_modules(&self, mut request: ModulesRequest) -> Result<RankedModules, ServiceError> {
         let item_model = self.model(&request.item_model_id)?;
         let module_model = self.model(&request.module_model_id)?;
-        if leaves_out_deleted(item_model.as_ref(), request.include_deleted) {
-            // Pinned items too: a soft-deleted item is not shown anywhere.
+        let model_rules = self.rules(&request.item_model_id, request.rules.as_ref(), &[])?;
+        let stack = rule_stack(&model_rules, request.rules.as_ref());
+        let drop_deleted = leaves_out_deleted(item_model.as_ref(), request.include_deleted);
+        if drop_deleted || !stack.is_empty() {
+            // Pinned items too: a soft-deleted or excluded item is not shown anywhere.
             let items = self.engine.items();
             for module in &mut request.modules {
                 let mut kept = Vec::with_capacity(module.items.len());
                 for item in module.items.drain(..) {
-                    if !items.features(&item.id)?.is_some_and(|features| features.deleted) {
+                    let candidate = Candidate {
+                        features: items.features(&item.id)?,
+                        ..Candidate::new(item.id.clone(), Map::new())
+                    };
+                    if !(drop_deleted && candidate.is_deleted()) && rules::admits(&stack, &candidate) {
                         kept.push(item);
                     }
                 }
@@ -78,7 +88,18 @@ impl Services {
                 request.context.clone(),
             )
             .await;
-        let item_scores = self.score_items(item_model.as_ref(), &context, &request.modules)?;
+        // Every item left passes the filters: the items' ranking applies the boosts, and
+        // each module its own diversity.
+        let boosts: Vec<Rules> = stack
+            .iter()
+            .map(|rules| Rules {
+                boosts: rules.boosts.clone(),
+                ..Rules::default()
+            })
+            .collect();
+        let boosts: Vec<&Rules> = boosts.iter().collect();
+        let (item_scores, candidates) = self.score_items(item_model.as_ref(), &context, &request.modules, &boosts)?;
+        let diversity = rules::diversity(&stack);
         let module_scores = score_modules(module_model.as_ref(), &context, &request.modules, &item_scores)?;
 
         let mut warnings = Vec::new();
@@ -98,7 +119,7 @@ impl Services {
         let mut modules = Vec::with_capacity(request.modules.len());
         for index in placement.entries {
             let module = &request.modules[index];
-            let items = arrange_items(module, &item_scores[index], &mut warnings);
+            let items = arrange_items(module, &item_scores[index], &mut warnings, diversity, &candidates);
             shown.extend(items.iter().filter_map(|&item| item_scores[index][item].clone()));
             modules.push(RankedModule {
                 id: module.id.clone(),
@@ -130,13 +151,15 @@ impl Services {
     /// The item model's verdict on every unpinned item of every module, in one call so
     /// that scores are comparable across modules: `[module][item]`, `None` for pinned
     /// items. Items of pre-ranked modules are scored too: their order stays the
-    /// caller's, but their scores rank the module.
+    /// caller's, but their scores rank the module. With the candidates scored, which
+    /// the rankings' `index` points into.
     fn score_items(
         &self,
         model: &dyn Model,
         context: &RankContext,
         modules: &[ModuleSpec],
-    ) -> Result<Vec<Vec<Option<Ranked>>>, ServiceError> {
+        boosts: &[&Rules],
+    ) -> Result<(Vec<Vec<Option<Ranked>>>, Vec<Candidate>), ServiceError> {
         let mut owners = Vec::new();
         let mut candidates = Vec::new();
         for (module_index, module) in modules.iter().enumerate() {
@@ -148,14 +171,14 @@ impl Services {
             }
         }
         self.attach_features(&mut candidates)?;
-        let ranked = rank(model, context, &candidates, None)?;
+        let ranked = rank(model, context, &candidates, None, boosts)?;
         let mut scores: Vec<Vec<Option<Ranked>>> =
             modules.iter().map(|module| vec![None; module.items.len()]).collect();
         for item in ranked {
             let (module_index, item_index) = owners[item.index];
             scores[module_index][item_index] = Some(item);
         }
-        Ok(scores)
+        Ok((scores, candidates))
     }
 }
 
@@ -173,7 +196,7 @@ fn score_modules(
         .iter()
         .map(|&index| Candidate::new(modules[index].id.clone(), Map::new()))
         .collect();
-    let ranked = rank(model, context, &candidates, None)?;
+    let ranked = rank(model, context, &candidates, None, &[])?;
     let mut scores = vec![0.0; modules.len()];
     for module in ranked {
         let index = unpinned[module.index];
@@ -184,15 +207,25 @@ fn score_modules(
 }
 
 /// The items of one module in response order (indexes into `module.items`): by score
-/// (ties in request order) or, pre-ranked, in request order; pins placed; `limit`
-/// applied last, so pinned items count toward it.
-fn arrange_items(module: &ModuleSpec, scores: &[Option<Ranked>], warnings: &mut Vec<PinWarning>) -> Vec<usize> {
+/// (ties in request order) with the `diversity` rule, or, pre-ranked, in request
+/// order; pins placed; `limit` applied last, so pinned items count toward it.
+/// `candidates`: what the scores' `index` points into.
+fn arrange_items(
+    module: &ModuleSpec,
+    scores: &[Option<Ranked>],
+    warnings: &mut Vec<PinWarning>,
+    diversity: Option<&Diversity>,
+    candidates: &[Candidate],
+) -> Vec<usize> {
     let mut ranked: Vec<usize> = (0..module.items.len())
         .filter(|&index| module.items[index].fixed_position.is_none())
         .collect();
     if !module.pre_ranked() {
         let score = |index: usize| scores[index].as_ref().map_or(f32::MIN, |ranked| ranked.score);
         ranked.sort_by(|&a, &b| score(b).total_cmp(&score(a)).then(a.cmp(&b)));
+        if let Some(diversity) = diversity {
+            ranked = diversified(ranked, scores, diversity, candidates);
+        }
     }
     let placement = place(ranked, pins(module.items.iter().map(|item| item.fixed_position)));
     for adjustment in &placement.adjustments {
@@ -203,6 +236,34 @@ fn arrange_items(module: &ModuleSpec, scores: &[Option<Ranked>], warnings: &mut 
     let mut items = placement.entries;
     items.truncate(module.limit.unwrap_or(usize::MAX));
     items
+}
+
+/// A module's ranked items (indexes into its items, best first) with the diversity
+/// rule applied over them.
+fn diversified(
+    ranked: Vec<usize>,
+    scores: &[Option<Ranked>],
+    diversity: &Diversity,
+    candidates: &[Candidate],
+) -> Vec<usize> {
+    let mut item_of = rustc_hash::FxHashMap::default();
+    let placed = ranked
+        .iter()
+        .filter_map(|&item| {
+            let scored = scores[item].as_ref()?;
+            item_of.insert(scored.index, item);
+            Some(Placed {
+                index: scored.index,
+                score: scored.score,
+                boost: scored.boost,
+            })
+        })
+        .collect();
+    diversity
+        .arrange(placed, candidates, usize::MAX)
+        .into_iter()
+        .filter_map(|placed| item_of.get(&placed.index).copied())
+        .collect()
 }
 
 /// The pinned entries of a list, as indexes into it, in request order.
@@ -316,6 +377,7 @@ mod tests {
                     echoed: Map::new(),
                     features: None,
                     weights: None,
+                    boost: 0.0,
                 })
             })
             .collect()
@@ -323,7 +385,7 @@ mod tests {
 
     fn arranged(module: &ModuleSpec) -> Vec<&str> {
         let mut warnings: Vec<PinWarning> = Vec::new();
-        let order = arrange_items(module, &rising_scores(module), &mut warnings);
+        let order = arrange_items(module, &rising_scores(module), &mut warnings, None, &[]);
         assert!(warnings.is_empty());
         order.into_iter().map(|index| module.items[index].id.as_str()).collect()
     }

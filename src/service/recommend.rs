@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 
 use super::{ServiceError, Services};
 use crate::domain::{ItemFeatures, LiveStateId, Signals};
+use crate::ranking::rules::VIRTUAL_FIELDS;
 pub use crate::ranking::Candidate;
-use crate::ranking::{rank, Model, RankContext, Ranked, ShownRecord};
+use crate::ranking::{rank, Model, RankContext, Ranked, Rules, ShownRecord};
 
 /// Recent items whose embeddings make the profile vector.
 const PROFILE_ITEMS: usize = 10;
@@ -35,6 +36,8 @@ pub struct RecommendRequest {
     pub include_deleted: bool,
     /// Explain each item's score (the API's `explain`).
     pub explain: bool,
+    /// The request's business rules (`exclude_ids`, `filters`, `boosts`, `diversity`).
+    pub rules: Option<Rules>,
 }
 
 /// The ranked candidates and the id their ranking is recorded under.
@@ -53,13 +56,52 @@ impl Services {
         if leaves_out_deleted(model.as_ref(), request.include_deleted) {
             candidates.retain(|candidate| !candidate.is_deleted());
         }
+        let model_rules = self.rules(&request.model_id, request.rules.as_ref(), &candidates)?;
         let context = self
             .rank_context(request.user_id, request.session_id, request.context)
             .await;
-        let items = rank(model.as_ref(), &context, &candidates, request.limit)?;
+        let stack = rule_stack(&model_rules, request.rules.as_ref());
+        let items = rank(model.as_ref(), &context, &candidates, request.limit, &stack)?;
         let rec_id = new_rec_id();
         self.record_shown(&rec_id, &request.model_id, &context, &items);
         Ok(Recommendation { rec_id, items })
+    }
+
+    /// The default rules of model `model_id`, after checking that every field the
+    /// request's `rules` name exists: a field of some item table, a reserved one,
+    /// `id` or `available`, or an attribute the request gives a candidate. An unknown
+    /// one is an error naming it (a typo would otherwise filter out everything).
+    pub fn rules(
+        &self,
+        model_id: &str,
+        rules: Option<&Rules>,
+        candidates: &[Candidate],
+    ) -> Result<Option<Arc<Rules>>, ServiceError> {
+        if let Some(rules) = rules {
+            self.check_rules(rules, candidates)?;
+        }
+        Ok(self.models.rules(model_id))
+    }
+
+    /// Whether every field `rules` name exists (see [`Services::rules`]).
+    pub fn check_rules(&self, rules: &Rules, candidates: &[Candidate]) -> Result<(), ServiceError> {
+        {
+            let items = self.engine.items();
+            let known = |field: &str| {
+                VIRTUAL_FIELDS.contains(&field)
+                    || items.knows_field(field)
+                    || candidates
+                        .iter()
+                        .any(|candidate| candidate.attributes.contains_key(field))
+            };
+            if let Some(unknown) = rules.fields().into_iter().find(|field| !known(field)) {
+                return Err(ServiceError::Invalid(format!(
+                    "unknown field {unknown:?} in the rules: no item table has it and no candidate's attributes \
+                     give it (rules test catalog fields, request attributes, \"id\" and \"available\")"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// What the models rank with: the session's and user's live signals (as their
@@ -167,6 +209,11 @@ impl Services {
         };
         self.training.record(rec_id, &record);
     }
+}
+
+/// The rule sets a ranking applies, in order: the model's defaults, the request's.
+pub fn rule_stack<'r>(model: &'r Option<Arc<Rules>>, request: Option<&'r Rules>) -> Vec<&'r Rules> {
+    model.as_deref().into_iter().chain(request).collect()
 }
 
 /// Whether a ranking drops soft-deleted candidates: always, unless the request asks

@@ -24,12 +24,18 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::embedded_events::EmbeddedEvent;
-use super::recommend::leaves_out_deleted;
+use super::recommend::{leaves_out_deleted, rule_stack};
 use super::{ServiceError, Services};
 use crate::config::SearchConfig;
 use crate::embed::Lane;
-use crate::ranking::{feature_vectors, Candidate, Feature, FeatureVector, FEATURES};
+use crate::ranking::rules::{self, Rules};
+use crate::ranking::{feature_vectors, Candidate, Explanation, Feature, FeatureVector, Placed, FEATURES};
 use crate::search::TextHit;
+
+/// How many times wider the pool of text matches is when rules filter it.
+const FILTERED_POOL: usize = 4;
+/// The explanation's name for the text relevance part of a score.
+const TEXT: &str = "text";
 
 /// `limit` when the request has none (SPEC "Limits").
 pub const DEFAULT_LIMIT: usize = 50;
@@ -49,6 +55,10 @@ pub struct SearchRequest {
     pub limit: usize,
     /// Only items of these tables; every table when empty.
     pub tables: Vec<String>,
+    /// Business rules (`exclude_ids`, `filters`, `boosts`, `diversity`).
+    pub rules: Option<Rules>,
+    /// Explain each item's score.
+    pub explain: bool,
 }
 
 /// One result: the item as stored when the search ran, and its final score.
@@ -60,6 +70,8 @@ pub struct Found {
     pub table: String,
     pub score: f32,
     pub row: Map<String, Value>,
+    /// With `explain`: each part's contribution to `score`.
+    pub explanation: Option<Explanation>,
 }
 
 /// A rerank request, valid by the SPEC's rules.
@@ -78,6 +90,10 @@ pub struct RerankRequest {
     pub limit: usize,
     /// Rank soft-deleted items too (by default they are left out of the answer).
     pub include_deleted: bool,
+    /// Business rules, after the model's defaults.
+    pub rules: Option<Rules>,
+    /// Explain each id's score.
+    pub explain: bool,
 }
 
 /// What the caller's retrieval said about one id.
@@ -92,17 +108,30 @@ pub struct Retrieval {
 pub struct Reranked {
     pub id: String,
     pub score: f32,
+    /// With `explain`: each part's contribution to `score`.
+    pub explanation: Option<Explanation>,
 }
 
 impl Services {
     /// The search pipeline (see the module documentation), best first, at most
     /// `request.limit` items, none soft-deleted.
     pub async fn search(&self, request: &SearchRequest) -> Result<Vec<Found>, ServiceError> {
+        if let Some(rules) = &request.rules {
+            self.check_rules(rules, &[])?;
+        }
         if request.limit == 0 {
             return Ok(Vec::new());
         }
         let config = self.search.config();
-        let pool = (request.limit * 4).max(config.candidate_pool);
+        let mut pool = (request.limit * 4).max(config.candidate_pool);
+        if request
+            .rules
+            .as_ref()
+            .is_some_and(|rules| !rules.filters.is_empty() || !rules.exclude_ids.is_empty())
+        {
+            // The filters may leave few of the best matches.
+            pool *= FILTERED_POOL;
+        }
         let hits = self.text_search(&request.query, pool, &request.tables).await?;
         if hits.is_empty() {
             return Ok(Vec::new());
@@ -122,6 +151,7 @@ impl Services {
                 })
             })
             .collect::<Result<Vec<Candidate>, ServiceError>>()?;
+        let stack: Vec<&Rules> = request.rules.iter().collect();
         let vectors = {
             let snapshots = self.training.snapshots();
             feature_vectors(
@@ -133,11 +163,13 @@ impl Services {
             )
         };
         let query_vector = self.query_vector(&request.query, &candidates).await;
-        let scores = blend(config, &hits, &candidates, &vectors, query_vector.as_deref());
-        let mut order: Vec<usize> = (0..hits.len()).collect();
-        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        let parts = blend_parts(config, &hits, &candidates, &vectors, query_vector.as_deref());
+        let scores: Vec<f32> = parts
+            .iter()
+            .map(|parts| parts.iter().map(|(_, part)| part).sum())
+            .collect();
         let mut found = Vec::with_capacity(request.limit);
-        for index in order {
+        for Placed { index, score, boost } in rules::apply(&stack, &candidates, &scores, None) {
             let hit = &hits[index];
             // The index may lag a delete by one commit: the stored row decides.
             let Some(row) = items.find(&hit.id, Some(&hit.table))? else {
@@ -149,8 +181,9 @@ impl Services {
             found.push(Found {
                 id: hit.id.clone(),
                 table: hit.table.clone(),
-                score: scores[index],
+                score,
                 row,
+                explanation: request.explain.then(|| explanation(&parts[index], boost)),
             });
             if found.len() == request.limit {
                 break;
@@ -215,6 +248,20 @@ pub fn blend(
     vectors: &[FeatureVector],
     query_vector: Option<&[f32]>,
 ) -> Vec<f32> {
+    blend_parts(config, hits, candidates, vectors, query_vector)
+        .iter()
+        .map(|parts| parts.iter().map(|(_, part)| part).sum())
+        .collect()
+}
+
+/// The parts of each hit's [`blend`] score, named as its explanation names them.
+fn blend_parts(
+    config: &SearchConfig,
+    hits: &[TextHit],
+    candidates: &[Candidate],
+    vectors: &[FeatureVector],
+    query_vector: Option<&[f32]>,
+) -> Vec<[(&'static str, f32); 7]> {
     let best = hits.iter().map(|hit| hit.score).fold(0.0f32, f32::max);
     hits.iter()
         .zip(candidates)
@@ -229,14 +276,42 @@ pub fn blend(
                 (Some(query), Some(item)) => cosine(query, item).max(0.0),
                 _ => 0.0,
             };
-            config.text_weight * text
-                + config.covisit_weight * feature(Feature::Covisit)
-                + config.affinity_weight * feature(Feature::Affinity)
-                + config.popularity_weight * feature(Feature::Popularity)
-                + config.embedding_weight * feature(Feature::Embedding)
-                + config.unavailable_weight * feature(Feature::Unavailable)
-                + config.vector_weight * cosine
+            [
+                (TEXT, config.text_weight * text),
+                (
+                    Feature::Covisit.name(),
+                    config.covisit_weight * feature(Feature::Covisit),
+                ),
+                (
+                    Feature::Affinity.name(),
+                    config.affinity_weight * feature(Feature::Affinity),
+                ),
+                (
+                    Feature::Popularity.name(),
+                    config.popularity_weight * feature(Feature::Popularity),
+                ),
+                (
+                    Feature::Embedding.name(),
+                    config.embedding_weight * feature(Feature::Embedding),
+                ),
+                (
+                    Feature::Unavailable.name(),
+                    config.unavailable_weight * feature(Feature::Unavailable),
+                ),
+                ("vector", config.vector_weight * cosine),
+            ]
         })
+        .collect()
+}
+
+/// The explanation of a score made of `parts` and then boosted by `boost`: the parts
+/// that contribute, and the boost.
+fn explanation(parts: &[(&'static str, f32)], boost: f32) -> Explanation {
+    parts
+        .iter()
+        .chain([(rules::BOOST, boost)].iter())
+        .filter(|(_, part)| *part != 0.0)
+        .map(|&(name, part)| (name, f64::from(part)))
         .collect()
 }
 
@@ -272,6 +347,8 @@ impl Services {
             events,
             limit,
             include_deleted,
+            rules: request_rules,
+            explain,
         } = request;
         let model = self.model(&model_id)?;
         let mut ids = ids;
@@ -299,6 +376,8 @@ impl Services {
                 })
             })
             .collect::<Result<Vec<Candidate>, ServiceError>>()?;
+        let model_rules = self.rules(&model_id, request_rules.as_ref(), &[])?;
+        let stack = rule_stack(&model_rules, request_rules.as_ref());
         let model_scores = model.score(&context, &candidates)?;
         let known: Vec<bool> = candidates.iter().map(|c| c.features.is_some()).collect();
         let config = self.search.config();
@@ -309,23 +388,26 @@ impl Services {
         );
         let model_part = min_max(&model_scores, &known);
         let retrieval_part = retrieval_scores(&ids, &retrieval);
-        let mut ranked: Vec<(usize, f32)> = (0..ids.len())
+        let parts: Vec<[(&'static str, f32); 3]> = (0..ids.len())
             .map(|index| {
-                let personal = if known[index] {
-                    config.rerank_text_weight * text_part[index] + config.rerank_model_weight * model_part[index]
-                } else {
-                    0.0
-                };
-                (index, personal + config.rerank_retrieval_weight * retrieval_part[index])
+                let personal = |weight: f32, part: &[f32]| if known[index] { weight * part[index] } else { 0.0 };
+                [
+                    (TEXT, personal(config.rerank_text_weight, &text_part)),
+                    ("model", personal(config.rerank_model_weight, &model_part)),
+                    ("retrieval", config.rerank_retrieval_weight * retrieval_part[index]),
+                ]
             })
             .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        ranked.truncate(limit);
-        Ok(ranked
+        let scores: Vec<f32> = parts
+            .iter()
+            .map(|parts| parts.iter().map(|(_, part)| part).sum())
+            .collect();
+        Ok(rules::apply(&stack, &candidates, &scores, Some(limit))
             .into_iter()
-            .map(|(index, score)| Reranked {
+            .map(|Placed { index, score, boost }| Reranked {
                 id: ids[index].clone(),
                 score,
+                explanation: explain.then(|| explanation(&parts[index], boost)),
             })
             .collect())
     }

@@ -119,6 +119,18 @@ impl ItemReader {
             .is_some_and(|record| record.fields.contains_key(field))
     }
 
+    /// Whether an item may have field `name`: a reserved field (`_table`, `is_deleted`,
+    /// ...) or a field of some item table.
+    pub fn knows_field(&self, name: &str) -> bool {
+        super::rows::RowKind::Item.is_reserved(name)
+            || self
+                .tables
+                .names()
+                .iter()
+                .filter(|table| table.as_str() != USERS_TABLE)
+                .any(|table| self.has_field(table, name))
+    }
+
     /// The stored item `id` of `table`, or of the first table holding it; `None`
     /// when there is none. A failed or corrupt read is an error, not "no such item".
     pub fn find(&self, id: &str, table: Option<&str>) -> Result<Option<Map<String, Value>>, CatalogError> {

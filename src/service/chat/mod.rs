@@ -423,6 +423,7 @@ pub(super) fn found_of(item: &CatalogRow) -> Found {
         table: item.table.clone(),
         score: 0.0,
         row: item.row.clone(),
+        explanation: None,
     }
 }
 

@@ -145,7 +145,7 @@ impl Services {
         let keep = request.limit * 4 + 16;
         let ranked_with = |context: RankContext| -> Result<Vec<Found>, ServiceError> {
             let order: Vec<usize> = match &model {
-                Some(model) => rank(model.as_ref(), &context, &candidates, Some(keep))?
+                Some(model) => rank(model.as_ref(), &context, &candidates, Some(keep), &[])?
                     .into_iter()
                     .map(|ranked| ranked.index)
                     .collect(),
@@ -221,6 +221,8 @@ impl Services {
             events: request.events.clone(),
             limit: self.chat.config.retrieval_pool,
             tables: Vec::new(),
+            rules: None,
+            explain: false,
         };
         let terms = constraints.query.join(" ");
         let labels = label_text(constraints, dictionary);

@@ -1,0 +1,788 @@
+//! Business rules: what a shop says about a ranking besides the model's scores. A
+//! request sends them as optional fields (`exclude_ids`, `filters`, `boosts`,
+//! `diversity`) and a model's entry in `config/models.toml` may carry the same keys as
+//! its defaults. They apply after scoring and before `limit`:
+//!
+//! 1. Items in `exclude_ids`, and items failing any filter, are dropped: they never
+//!    come back, whatever their score.
+//! 2. Each boost whose predicate the item matches multiplies its score (`multiply`)
+//!    and then adds to it (`add`), in the order given.
+//! 3. The items are ordered best first (ties keep request order).
+//! 4. `diversity` keeps at most `max_per_value` items per value of its field in the
+//!    first `top_k` places (see [`Diversity`]).
+//!
+//! A predicate tests one field of the candidate: the request's attribute of that name,
+//! else the catalog's field, and two virtual ones: `id` and `available` (false for an
+//! item that cannot be had: see the catalog's availability fields). A field that holds
+//! an array (`groups`, `tags`) matches when any element matches; `ne` and `nin` are the
+//! negations of `eq` and `in` (no element equals). A missing field matches only the
+//! negations and `exists: false`. Numbers compare as numbers, strings as strings
+//! (RFC 3339 times in order); a number never equals a string.
+//!
+//! Nothing here reads the catalog: the service checks that the fields exist
+//! ([`Rules::fields`]) and attaches each candidate's features before ranking.
+
+use std::borrow::Cow;
+use std::cmp::Ordering;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde_json::{Map, Value};
+
+use super::Candidate;
+
+/// The request (and models.toml) keys that hold rules.
+pub const RULE_FIELDS: [&str; 4] = ["exclude_ids", "filters", "boosts", "diversity"];
+
+/// Fields every candidate has whatever its table: its id and whether it can be had.
+pub const VIRTUAL_FIELDS: [&str; 2] = ["id", "available"];
+
+/// The explanation's name for what the boosts added to a score.
+pub const BOOST: &str = "boost";
+
+/// Deepest nesting of `any`/`all`/`not`.
+const MAX_DEPTH: usize = 16;
+/// Most predicates in one rule set, nested ones included.
+const MAX_PREDICATES: usize = 1_000;
+/// Most ids in `exclude_ids`.
+pub const MAX_EXCLUDED: usize = 10_000;
+
+/// A rule that cannot be read; the message says which and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuleError(pub String);
+
+/// One source's rules (a request's, or a model's defaults).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rules {
+    pub exclude_ids: FxHashSet<String>,
+    /// All of them must hold.
+    pub filters: Vec<Predicate>,
+    pub boosts: Vec<Boost>,
+    pub diversity: Option<Diversity>,
+}
+
+/// A test of a candidate, composable with `all`, `any` and `not`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predicate {
+    Field { field: String, test: Test },
+    All(Vec<Predicate>),
+    Any(Vec<Predicate>),
+    Not(Box<Predicate>),
+}
+
+/// What a field's value is tested for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Test {
+    Eq(Value),
+    Ne(Value),
+    In(Vec<Value>),
+    Nin(Vec<Value>),
+    Lt(Bound),
+    Lte(Bound),
+    Gt(Bound),
+    Gte(Bound),
+    /// Both ends included.
+    Range(Bound, Bound),
+    /// `true`: present and not null.
+    Exists(bool),
+}
+
+/// The far side of an order comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bound {
+    Number(f64),
+    Text(String),
+}
+
+/// A score change for the items a predicate matches: `score × multiply + add`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Boost {
+    pub when: Predicate,
+    pub multiply: f64,
+    pub add: f64,
+}
+
+/// At most `max_per_value` items per value of `field` in the first `top_k` places
+/// (every place when `top_k` is absent). The best items that keep to it take those
+/// places in score order; the items passed over follow them. An item whose field holds
+/// several values counts for each; an item without the field is never passed over.
+/// When too few items keep to it to fill `top_k` places, the answer stops where they
+/// run out: the rule holds over every place up to `top_k`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diversity {
+    pub field: String,
+    pub max_per_value: usize,
+    pub top_k: Option<usize>,
+}
+
+/// An item kept by the rules: its place in the candidates, its final score and how
+/// much the boosts changed it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Placed {
+    pub index: usize,
+    pub score: f32,
+    pub boost: f32,
+}
+
+impl Rules {
+    /// The rules among `body`'s fields (`None` when it has none of them).
+    pub fn from_fields(body: &Map<String, Value>) -> Result<Option<Rules>, RuleError> {
+        let given = |name: &str| body.get(name).filter(|value| !value.is_null());
+        if RULE_FIELDS.iter().all(|name| given(name).is_none()) {
+            return Ok(None);
+        }
+        let mut budget = MAX_PREDICATES;
+        let mut rules = Rules::default();
+        if let Some(ids) = given("exclude_ids") {
+            rules.exclude_ids = exclude_ids(ids)?;
+        }
+        if let Some(filters) = given("filters") {
+            let Value::Array(filters) = filters else {
+                return Err(RuleError("\"filters\" must be an array of predicates".into()));
+            };
+            rules.filters = filters
+                .iter()
+                .enumerate()
+                .map(|(i, filter)| predicate(filter, &format!("filters[{i}]"), 0, &mut budget))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(boosts) = given("boosts") {
+            let Value::Array(boosts) = boosts else {
+                return Err(RuleError("\"boosts\" must be an array of objects".into()));
+            };
+            rules.boosts = boosts
+                .iter()
+                .enumerate()
+                .map(|(i, boost_value)| boost(boost_value, &format!("boosts[{i}]"), &mut budget))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(value) = given("diversity") {
+            rules.diversity = Some(parse_diversity(value)?);
+        }
+        Ok(Some(rules))
+    }
+
+    /// Every field a rule names, once each, in the order they appear.
+    pub fn fields(&self) -> Vec<&str> {
+        let mut fields = Vec::new();
+        for predicate in self.filters.iter().chain(self.boosts.iter().map(|boost| &boost.when)) {
+            predicate.fields(&mut fields);
+        }
+        if let Some(diversity) = &self.diversity {
+            fields.push(diversity.field.as_str());
+        }
+        let mut seen = FxHashSet::default();
+        fields.retain(|field| seen.insert(*field));
+        fields
+    }
+}
+
+/// Applies the rule sets in `stack` (a model's defaults, then the request's: every
+/// exclusion and filter of each, their boosts in that order, the last diversity) to
+/// scored candidates, and keeps the first `limit`.
+pub fn apply(stack: &[&Rules], candidates: &[Candidate], scores: &[f32], limit: Option<usize>) -> Vec<Placed> {
+    let limit = limit.unwrap_or(usize::MAX);
+    let kept = |candidate: &Candidate| admits(stack, candidate);
+    let mut placed: Vec<Placed> = candidates
+        .iter()
+        .zip(scores)
+        .enumerate()
+        .filter(|(_, (candidate, _))| kept(candidate))
+        .map(|(index, (candidate, &score))| {
+            let boosted = boosted(stack, candidate, score);
+            Placed {
+                index,
+                score: boosted,
+                boost: boosted - score,
+            }
+        })
+        .collect();
+    placed.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+    if let Some(diversity) = diversity(stack) {
+        placed = diversity.arrange(placed, candidates, limit);
+    }
+    placed.truncate(limit);
+    placed
+}
+
+/// Whether no rule set in `stack` excludes or filters out `candidate`.
+pub fn admits(stack: &[&Rules], candidate: &Candidate) -> bool {
+    stack.iter().all(|rules| {
+        !rules.exclude_ids.contains(candidate.id.as_str())
+            && rules.filters.iter().all(|filter| filter.matches(candidate))
+    })
+}
+
+/// `score` after every boost of `stack` that matches `candidate`, in order.
+pub fn boosted(stack: &[&Rules], candidate: &Candidate, score: f32) -> f32 {
+    let mut boosted = f64::from(score);
+    for boost in stack.iter().flat_map(|rules| &rules.boosts) {
+        if boost.when.matches(candidate) {
+            boosted = boosted * boost.multiply + boost.add;
+        }
+    }
+    boosted as f32
+}
+
+/// The diversity rule of `stack`: the last set's that has one.
+pub fn diversity<'r>(stack: &[&'r Rules]) -> Option<&'r Diversity> {
+    stack.iter().rev().find_map(|rules| rules.diversity.as_ref())
+}
+
+impl Diversity {
+    /// `placed` (best first) re-arranged so that the rule holds; at most `limit` kept.
+    pub fn arrange(&self, placed: Vec<Placed>, candidates: &[Candidate], limit: usize) -> Vec<Placed> {
+        let top_k = self.top_k.unwrap_or(usize::MAX).min(limit);
+        let mut counts: FxHashMap<String, usize> = FxHashMap::default();
+        let mut chosen = Vec::with_capacity(top_k.min(placed.len()));
+        let mut passed_over = Vec::new();
+        let mut rest = placed.into_iter();
+        while chosen.len() < top_k {
+            let Some(item) = rest.next() else {
+                // Too few items keep to the rule: the answer ends here.
+                return chosen;
+            };
+            let values = value_keys(field(&candidates[item.index], &self.field).as_deref());
+            if values
+                .iter()
+                .all(|value| counts.get(value).copied().unwrap_or(0) < self.max_per_value)
+            {
+                for value in values {
+                    *counts.entry(value).or_default() += 1;
+                }
+                chosen.push(item);
+            } else {
+                passed_over.push(item);
+            }
+        }
+        // Passed-over items were all better than the rest: they follow in score order.
+        chosen.extend(passed_over);
+        chosen.extend(rest);
+        chosen
+    }
+}
+
+/// The values an item counts for in a diversity rule: each element of an array.
+fn value_keys(value: Option<&Value>) -> Vec<String> {
+    let key = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(values)) => values.iter().filter(|value| !value.is_null()).map(key).collect(),
+        Some(value) => vec![key(value)],
+    }
+}
+
+/// A candidate's value of `name`: the virtual `id` and `available` (an item is
+/// available unless its catalog row says it cannot be had: `availability`, or a stored
+/// `available`, read as `ItemFeatures::available` reads them; an unknown item is), else
+/// the request's attribute, else the catalog's field.
+fn field<'c>(candidate: &'c Candidate, name: &str) -> Option<Cow<'c, Value>> {
+    let features = candidate.features.as_deref();
+    match name {
+        "id" => Some(Cow::Owned(Value::String(candidate.id.clone()))),
+        "available" => {
+            let available = features.is_none_or(|features| features.available != Some(false) && !features.deleted);
+            Some(Cow::Owned(Value::Bool(available)))
+        }
+        _ => candidate
+            .attributes
+            .get(name)
+            .or_else(|| features?.fields.get(name))
+            .map(Cow::Borrowed),
+    }
+}
+
+impl Predicate {
+    pub fn matches(&self, candidate: &Candidate) -> bool {
+        match self {
+            Predicate::Field { field: name, test } => test.holds(field(candidate, name).as_deref()),
+            Predicate::All(all) => all.iter().all(|predicate| predicate.matches(candidate)),
+            Predicate::Any(any) => any.iter().any(|predicate| predicate.matches(candidate)),
+            Predicate::Not(predicate) => !predicate.matches(candidate),
+        }
+    }
+
+    fn fields<'r>(&'r self, out: &mut Vec<&'r str>) {
+        match self {
+            Predicate::Field { field, .. } => out.push(field),
+            Predicate::All(predicates) | Predicate::Any(predicates) => {
+                predicates.iter().for_each(|predicate| predicate.fields(out))
+            }
+            Predicate::Not(predicate) => predicate.fields(out),
+        }
+    }
+}
+
+impl Test {
+    /// Whether a field's value (`None`: the item has no such field) passes.
+    fn holds(&self, value: Option<&Value>) -> bool {
+        match self {
+            Test::Ne(wanted) => !any_element(value, |v| same(v, wanted)),
+            Test::Nin(wanted) => !any_element(value, |v| wanted.iter().any(|w| same(v, w))),
+            Test::Exists(wanted) => value.is_some_and(|value| !value.is_null()) == *wanted,
+            Test::Eq(wanted) => any_element(value, |v| same(v, wanted)),
+            Test::In(wanted) => any_element(value, |v| wanted.iter().any(|w| same(v, w))),
+            Test::Lt(bound) => any_element(value, |v| bound.compare(v) == Some(Ordering::Less)),
+            Test::Lte(bound) => any_element(value, |v| {
+                matches!(bound.compare(v), Some(Ordering::Less | Ordering::Equal))
+            }),
+            Test::Gt(bound) => any_element(value, |v| bound.compare(v) == Some(Ordering::Greater)),
+            Test::Gte(bound) => any_element(value, |v| {
+                matches!(bound.compare(v), Some(Ordering::Greater | Ordering::Equal))
+            }),
+            Test::Range(low, high) => any_element(value, |v| {
+                matches!(low.compare(v), Some(Ordering::Greater | Ordering::Equal))
+                    && matches!(high.compare(v), Some(Ordering::Less | Ordering::Equal))
+            }),
+        }
+    }
+}
+
+/// Whether `value`, or any of its elements when it is an array, passes `test`.
+fn any_element(value: Option<&Value>, test: impl Fn(&Value) -> bool) -> bool {
+    match value {
+        None => false,
+        Some(Value::Array(values)) => values.iter().any(test),
+        Some(value) => test(value),
+    }
+}
+
+/// Equality as a shop means it: numbers by value (2 = 2.0), everything else exactly.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => a == b,
+    }
+}
+
+impl Bound {
+    /// How `value` compares to the bound (`value` on the left); `None` across types.
+    fn compare(&self, value: &Value) -> Option<Ordering> {
+        match (self, value) {
+            (Bound::Number(bound), Value::Number(value)) => value.as_f64()?.partial_cmp(bound),
+            (Bound::Text(bound), Value::String(value)) => Some(value.as_str().cmp(bound.as_str())),
+            _ => None,
+        }
+    }
+}
+
+fn exclude_ids(value: &Value) -> Result<FxHashSet<String>, RuleError> {
+    let wrong = || RuleError("\"exclude_ids\" must be an array of strings".into());
+    let Value::Array(ids) = value else { return Err(wrong()) };
+    if ids.len() > MAX_EXCLUDED {
+        return Err(RuleError(format!("at most {MAX_EXCLUDED} \"exclude_ids\"")));
+    }
+    ids.iter()
+        .map(|id| id.as_str().map(str::to_owned).ok_or_else(wrong))
+        .collect()
+}
+
+/// Keys a predicate object may have, besides a boost's `multiply` and `add`.
+const COMPARISON_KEYS: [&str; 3] = ["field", "op", "value"];
+const COMPOSITION_KEYS: [&str; 3] = ["all", "any", "not"];
+
+fn predicate(value: &Value, at: &str, depth: usize, budget: &mut usize) -> Result<Predicate, RuleError> {
+    let Value::Object(object) = value else {
+        return Err(RuleError(format!("{at} must be an object")));
+    };
+    predicate_of(object, at, depth, budget, &[])
+}
+
+/// The predicate in `object`, whose keys outside a predicate's must be in `other_keys`.
+fn predicate_of(
+    object: &Map<String, Value>,
+    at: &str,
+    depth: usize,
+    budget: &mut usize,
+    other_keys: &[&str],
+) -> Result<Predicate, RuleError> {
+    if depth > MAX_DEPTH {
+        return Err(RuleError(format!("{at}: predicates nest at most {MAX_DEPTH} deep")));
+    }
+    *budget = budget
+        .checked_sub(1)
+        .ok_or_else(|| RuleError(format!("at most {MAX_PREDICATES} predicates per request")))?;
+    if let Some(unknown) = object.keys().find(|key| {
+        let key = key.as_str();
+        !COMPARISON_KEYS.contains(&key) && !COMPOSITION_KEYS.contains(&key) && !other_keys.contains(&key)
+    }) {
+        return Err(RuleError(format!(
+            "{at}: unknown key {unknown:?} (a predicate is {{\"field\", \"op\", \"value\"}}, {{\"all\": [...]}}, {{\"any\": [...]}} or {{\"not\": {{...}}}})"
+        )));
+    }
+    let composed: Vec<&str> = COMPOSITION_KEYS
+        .into_iter()
+        .filter(|key| object.contains_key(*key))
+        .collect();
+    match composed.as_slice() {
+        [] => comparison(object, at),
+        [key] if !COMPARISON_KEYS.iter().any(|k| object.contains_key(*k)) => {
+            let inner = &object[*key];
+            let nested = format!("{at}.{key}");
+            match *key {
+                "not" => Ok(Predicate::Not(Box::new(predicate(inner, &nested, depth + 1, budget)?))),
+                _ => {
+                    let Value::Array(list) = inner else {
+                        return Err(RuleError(format!("{nested} must be an array of predicates")));
+                    };
+                    let list = list
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| predicate(p, &format!("{nested}[{i}]"), depth + 1, budget))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(match *key {
+                        "all" => Predicate::All(list),
+                        _ => Predicate::Any(list),
+                    })
+                }
+            }
+        }
+        _ => Err(RuleError(format!(
+            "{at}: one of \"field\"/\"op\"/\"value\", \"all\", \"any\" and \"not\" per predicate"
+        ))),
+    }
+}
+
+/// The ops a comparison may use.
+const OPS: &str = "eq, ne, in, nin, lt, lte, gt, gte, range, exists";
+
+fn comparison(object: &Map<String, Value>, at: &str) -> Result<Predicate, RuleError> {
+    let field = match object.get("field") {
+        Some(Value::String(field)) if !field.is_empty() => field.clone(),
+        _ => return Err(RuleError(format!("{at}.field must be a non-empty string"))),
+    };
+    let Some(Value::String(op)) = object.get("op") else {
+        return Err(RuleError(format!("{at}.op must be one of {OPS}")));
+    };
+    let value = object.get("value");
+    let need = |what: &str| RuleError(format!("{at}.value must be {what} for \"{op}\""));
+    let scalar = || match value {
+        Some(value @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => Ok(value.clone()),
+        _ => Err(need("a string, number or boolean")),
+    };
+    let list = || match value {
+        Some(Value::Array(values)) if values.iter().all(|v| !v.is_array() && !v.is_object()) => Ok(values.clone()),
+        _ => Err(need("an array of strings, numbers or booleans")),
+    };
+    let bound = |value: Option<&Value>| match value {
+        Some(Value::Number(number)) => number
+            .as_f64()
+            .map(Bound::Number)
+            .ok_or_else(|| need("a number or a string")),
+        Some(Value::String(text)) => Ok(Bound::Text(text.clone())),
+        _ => Err(need("a number or a string")),
+    };
+    let test = match op.as_str() {
+        "eq" => Test::Eq(scalar()?),
+        "ne" => Test::Ne(scalar()?),
+        "in" => Test::In(list()?),
+        "nin" => Test::Nin(list()?),
+        "lt" => Test::Lt(bound(value)?),
+        "lte" => Test::Lte(bound(value)?),
+        "gt" => Test::Gt(bound(value)?),
+        "gte" => Test::Gte(bound(value)?),
+        "range" => match value {
+            Some(Value::Array(ends)) if ends.len() == 2 => {
+                let (low, high) = (bound(ends.first())?, bound(ends.get(1))?);
+                if std::mem::discriminant(&low) != std::mem::discriminant(&high) {
+                    return Err(need("[low, high], both numbers or both strings"));
+                }
+                Test::Range(low, high)
+            }
+            _ => return Err(need("[low, high]")),
+        },
+        "exists" => match value {
+            None | Some(Value::Null) => Test::Exists(true),
+            Some(Value::Bool(wanted)) => Test::Exists(*wanted),
+            Some(_) => return Err(need("true or false (or absent)")),
+        },
+        _ => return Err(RuleError(format!("{at}.op {op:?} is not one of {OPS}"))),
+    };
+    Ok(Predicate::Field { field, test })
+}
+
+fn boost(value: &Value, at: &str, budget: &mut usize) -> Result<Boost, RuleError> {
+    let Value::Object(object) = value else {
+        return Err(RuleError(format!("{at} must be an object")));
+    };
+    let factor = |name: &str| match object.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => match value.as_f64() {
+            Some(number) if number.is_finite() => Ok(Some(number)),
+            _ => Err(RuleError(format!("{at}.{name} must be a number"))),
+        },
+    };
+    let (multiply, add) = (factor("multiply")?, factor("add")?);
+    if multiply.is_none() && add.is_none() {
+        return Err(RuleError(format!("{at} needs \"multiply\" or \"add\"")));
+    }
+    Ok(Boost {
+        when: predicate_of(object, at, 0, budget, &["multiply", "add"])?,
+        multiply: multiply.unwrap_or(1.0),
+        add: add.unwrap_or(0.0),
+    })
+}
+
+fn parse_diversity(value: &Value) -> Result<Diversity, RuleError> {
+    let Value::Object(object) = value else {
+        return Err(RuleError("\"diversity\" must be an object".into()));
+    };
+    if let Some(unknown) = object
+        .keys()
+        .find(|key| !["field", "max_per_value", "top_k"].contains(&key.as_str()))
+    {
+        return Err(RuleError(format!(
+            "diversity: unknown key {unknown:?} (it has \"field\", \"max_per_value\" and \"top_k\")"
+        )));
+    }
+    let field = match object.get("field") {
+        Some(Value::String(field)) if !field.is_empty() => field.clone(),
+        _ => return Err(RuleError("diversity.field must be a non-empty string".into())),
+    };
+    let positive = |name: &str| match object.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => match crate::domain::whole_number(value) {
+            Some(number) if number >= 1 => Ok(Some(number as usize)),
+            _ => Err(RuleError(format!("diversity.{name} must be an integer >= 1"))),
+        },
+    };
+    let max_per_value =
+        positive("max_per_value")?.ok_or_else(|| RuleError("diversity.max_per_value is required".into()))?;
+    Ok(Diversity {
+        field,
+        max_per_value,
+        top_k: positive("top_k")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::ItemFeatures;
+
+    fn item(id: &str, row: Value) -> Candidate {
+        let mut row = row.as_object().cloned().unwrap();
+        row.insert("id".into(), json!(id));
+        Candidate {
+            id: id.into(),
+            attributes: Map::new(),
+            features: Some(Arc::new(ItemFeatures::from_row(&row))),
+        }
+    }
+
+    fn rules(body: Value) -> Rules {
+        Rules::from_fields(body.as_object().unwrap()).unwrap().unwrap()
+    }
+
+    fn error(body: Value) -> String {
+        Rules::from_fields(body.as_object().unwrap()).unwrap_err().0
+    }
+
+    fn shop() -> Vec<Candidate> {
+        vec![
+            item("a", json!({"price": 10, "groups": ["Sale", "Tours"], "brand": "x"})),
+            item(
+                "b",
+                json!({"price": 25.5, "groups": ["Tours"], "brand": "y", "availability": "sold out"}),
+            ),
+            item(
+                "c",
+                json!({"price": 20, "groups": ["Sale"], "brand": "x", "released": "2024-05-01T00:00:00Z"}),
+            ),
+            item("d", json!({"groups": [], "brand": "z"})),
+        ]
+    }
+
+    fn kept(rules: &Rules) -> Vec<&'static str> {
+        let ids = ["a", "b", "c", "d"];
+        let scores = [4.0, 3.0, 2.0, 1.0];
+        apply(&[rules], &shop(), &scores, None)
+            .into_iter()
+            .map(|placed| ids[placed.index])
+            .collect()
+    }
+
+    fn filtered(filter: Value) -> Vec<&'static str> {
+        kept(&rules(json!({ "filters": [filter] })))
+    }
+
+    #[test]
+    fn every_op_on_scalars_arrays_and_missing_fields() {
+        assert_eq!(filtered(json!({"field": "price", "op": "eq", "value": 20.0})), ["c"]);
+        assert_eq!(
+            filtered(json!({"field": "price", "op": "ne", "value": 20})),
+            ["a", "b", "d"]
+        );
+        assert_eq!(filtered(json!({"field": "price", "op": "lt", "value": 20})), ["a"]);
+        assert_eq!(
+            filtered(json!({"field": "price", "op": "lte", "value": 20})),
+            ["a", "c"]
+        );
+        assert_eq!(filtered(json!({"field": "price", "op": "gt", "value": 20})), ["b"]);
+        assert_eq!(
+            filtered(json!({"field": "price", "op": "gte", "value": 20})),
+            ["b", "c"]
+        );
+        assert_eq!(
+            filtered(json!({"field": "price", "op": "range", "value": [10, 20]})),
+            ["a", "c"]
+        );
+        assert_eq!(filtered(json!({"field": "price", "op": "exists"})), ["a", "b", "c"]);
+        assert_eq!(
+            filtered(json!({"field": "price", "op": "exists", "value": false})),
+            ["d"]
+        );
+        assert_eq!(
+            filtered(json!({"field": "groups", "op": "eq", "value": "Sale"})),
+            ["a", "c"]
+        );
+        assert_eq!(
+            filtered(json!({"field": "groups", "op": "ne", "value": "Sale"})),
+            ["b", "d"]
+        );
+        assert_eq!(
+            filtered(json!({"field": "groups", "op": "in", "value": ["Tours", "x"]})),
+            ["a", "b"]
+        );
+        assert_eq!(
+            filtered(json!({"field": "brand", "op": "nin", "value": ["x", "z"]})),
+            ["b"]
+        );
+        assert_eq!(
+            filtered(json!({"field": "available", "op": "eq", "value": true})),
+            ["a", "c", "d"]
+        );
+        assert_eq!(
+            filtered(json!({"field": "id", "op": "in", "value": ["d", "b"]})),
+            ["b", "d"]
+        );
+        assert_eq!(
+            filtered(json!({"field": "released", "op": "gte", "value": "2024-01-01"})),
+            ["c"],
+            "RFC 3339 strings compare in time order"
+        );
+        assert_eq!(
+            filtered(json!({"field": "price", "op": "eq", "value": "20"})),
+            Vec::<&str>::new()
+        );
+    }
+
+    #[test]
+    fn filters_compose_and_all_of_the_list_must_hold() {
+        let list = rules(json!({"filters": [
+            {"field": "groups", "op": "eq", "value": "Sale"},
+            {"field": "price", "op": "gt", "value": 15}
+        ]}));
+        assert_eq!(kept(&list), ["c"]);
+        let composed = json!({"any": [
+            {"field": "brand", "op": "eq", "value": "z"},
+            {"all": [{"field": "price", "op": "lt", "value": 30}, {"not": {"field": "groups", "op": "eq", "value": "Sale"}}]}
+        ]});
+        assert_eq!(filtered(composed), ["b", "d"]);
+        assert_eq!(
+            kept(&rules(
+                json!({"exclude_ids": ["a", "zz"], "filters": [{"field": "brand", "op": "ne", "value": "z"}]})
+            )),
+            ["b", "c"]
+        );
+    }
+
+    #[test]
+    fn request_attributes_override_the_catalog() {
+        let mut candidates = shop();
+        candidates[3].attributes.insert("price".into(), json!(5));
+        let rules = rules(json!({"filters": [{"field": "price", "op": "lt", "value": 15}]}));
+        let placed = apply(&[&rules], &candidates, &[4.0, 3.0, 2.0, 1.0], None);
+        assert_eq!(placed.iter().map(|p| p.index).collect::<Vec<_>>(), [0, 3]);
+    }
+
+    #[test]
+    fn boosts_multiply_then_add_in_order_and_reorder() {
+        let rules = rules(json!({"boosts": [
+            {"field": "groups", "op": "in", "value": ["Sale"], "multiply": 2.0},
+            {"not": {"field": "brand", "op": "eq", "value": "x"}, "add": 0.5}
+        ]}));
+        let placed = apply(&[&rules], &shop(), &[4.0, 3.0, 2.0, 1.0], Some(3));
+        let got: Vec<(usize, f32, f32)> = placed.iter().map(|p| (p.index, p.score, p.boost)).collect();
+        assert_eq!(got, [(0, 8.0, 4.0), (2, 4.0, 2.0), (1, 3.5, 0.5)]);
+    }
+
+    #[test]
+    fn diversity_keeps_at_most_n_per_value_in_the_top_k() {
+        let candidates: Vec<Candidate> = (0..8)
+            .map(|i| {
+                let brand = ["x", "x", "x", "y", "y", "y", "z", "z"][i];
+                item(&format!("i{i}"), json!({ "brand": brand }))
+            })
+            .collect();
+        let scores: Vec<f32> = (0..8).map(|i| 10.0 - i as f32).collect();
+        let order = |body: Value, limit| -> Vec<usize> {
+            apply(&[&rules(body)], &candidates, &scores, limit)
+                .iter()
+                .map(|p| p.index)
+                .collect()
+        };
+        let two_per_brand = json!({"diversity": {"field": "brand", "max_per_value": 2, "top_k": 5}});
+        // x x y y z in the top 5; the passed-over x and y follow, then the rest.
+        assert_eq!(order(two_per_brand.clone(), None), [0, 1, 3, 4, 6, 2, 5, 7]);
+        assert_eq!(order(two_per_brand, Some(3)), [0, 1, 3]);
+        // Only 3 items keep to one per brand: the answer stops there.
+        let one_per_brand = json!({"diversity": {"field": "brand", "max_per_value": 1}});
+        assert_eq!(order(one_per_brand, Some(5)), [0, 3, 6]);
+    }
+
+    #[test]
+    fn a_model_default_and_a_request_stack() {
+        let model =
+            rules(json!({"exclude_ids": ["a"], "boosts": [{"field": "brand", "op": "eq", "value": "z", "add": 10}]}));
+        let request = rules(json!({"filters": [{"field": "brand", "op": "ne", "value": "y"}]}));
+        let placed = apply(&[&model, &request], &shop(), &[4.0, 3.0, 2.0, 1.0], None);
+        assert_eq!(placed.iter().map(|p| p.index).collect::<Vec<_>>(), [3, 2]);
+    }
+
+    #[test]
+    fn the_fields_a_rule_set_names() {
+        let rules = rules(json!({
+            "filters": [{"any": [{"field": "a", "op": "exists"}, {"not": {"field": "b", "op": "eq", "value": 1}}]}],
+            "boosts": [{"field": "a", "op": "eq", "value": 2, "multiply": 2}],
+            "diversity": {"field": "c", "max_per_value": 1}
+        }));
+        assert_eq!(rules.fields(), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn malformed_rules_say_what_is_wrong() {
+        assert!(error(json!({"filters": {}})).contains("array"));
+        assert!(error(json!({"filters": [{"field": "p", "op": "about", "value": 1}]})).contains("\"about\""));
+        assert!(error(json!({"filters": [{"field": "p", "op": "in", "value": 1}]})).contains("filters[0].value"));
+        assert!(error(json!({"filters": [{"field": "p", "op": "eq", "value": {}}]})).contains("filters[0].value"));
+        assert!(error(json!({"filters": [{"op": "eq", "value": 1}]})).contains("field"));
+        assert!(
+            error(json!({"filters": [{"any": [{"field": "p", "op": "lt", "value": true}]}]}))
+                .contains("filters[0].any[0]")
+        );
+        assert!(error(json!({"filters": [{"field": "p", "op": "eq", "value": 1, "not": {}}]})).contains("one of"));
+        assert!(error(json!({"filters": [{"field": "p", "op": "eq", "value": 1, "boost": 2}]})).contains("\"boost\""));
+        assert!(error(json!({"boosts": [{"field": "p", "op": "eq", "value": 1}]})).contains("multiply"));
+        assert!(error(json!({"boosts": [{"field": "p", "op": "eq", "value": 1, "add": "x"}]})).contains("add"));
+        assert!(error(json!({"diversity": {"field": "p"}})).contains("max_per_value"));
+        assert!(error(json!({"diversity": {"field": "p", "max_per_value": 0}})).contains("max_per_value"));
+        assert!(error(json!({"exclude_ids": ["a", 1]})).contains("exclude_ids"));
+        let mut deep = json!({"field": "p", "op": "exists"});
+        for _ in 0..20 {
+            deep = json!({ "not": deep });
+        }
+        assert!(error(json!({ "filters": [deep] })).contains("nest"));
+        assert_eq!(
+            Rules::from_fields(json!({"filters": null}).as_object().unwrap()),
+            Ok(None)
+        );
+    }
+}
