@@ -88,6 +88,10 @@ const SIZE_SAMPLES: usize = 20;
 /// Targets of the issue.
 const RATIO_TARGET: f64 = 0.5;
 const P99_TARGET_MS: f64 = 2.0;
+/// Ids each `--rules` body excludes.
+const EXCLUDED: usize = 50;
+/// The `--rules` section of BENCHMARKS.md.
+const RULES_HEADING: &str = "## Recommend with business rules";
 
 #[derive(Parser, Debug)]
 #[command(about = "Benchmark POST /v1/recommend (throughput and latency) against a bare hyper server")]
@@ -137,9 +141,15 @@ struct Args {
     /// The rankstream binary to spawn [default: `rankstream` next to this executable].
     #[arg(long)]
     server_bin: Option<PathBuf>,
-    /// Write (or replace) the `## Recommend latency` section of this Markdown file.
+    /// Write (or replace) the `## Recommend latency` section of this Markdown file (with
+    /// `--rules`: the `## Recommend with business rules` section).
     #[arg(long)]
     write_markdown: Option<PathBuf>,
+    /// Measure the cost of a typical rule set instead: each body also carries 50 excluded
+    /// ids, 2 filters and 1 boost; closed-loop rounds interleave bare, rankstream without
+    /// the rules and rankstream with them (the same bodies otherwise). No latency phase.
+    #[arg(long)]
+    rules: bool,
 }
 
 // ---------------------------------------------------------------- setup
@@ -261,6 +271,25 @@ fn request_bodies(args: &Args, rng: &mut StdRng) -> Result<Vec<Bytes>> {
             let (uid, sid) = user(rng.random_range(0..args.users));
             let items: Vec<String> = sample(rng, args.items, args.candidates).iter().map(item_id).collect();
             let body = json!({"user_id": uid, "session_id": sid, "item_ids": items, "model_id": args.model});
+            Ok(serde_json::to_vec(&body)?.into())
+        })
+        .collect()
+}
+
+/// `bodies` with a typical rule set each: 50 catalog ids excluded, a price ceiling and a
+/// group left out, a boost for one tag.
+fn with_rules(bodies: &[Bytes], args: &Args, rng: &mut StdRng) -> Result<Vec<Bytes>> {
+    bodies
+        .iter()
+        .map(|body| {
+            let mut body: Value = serde_json::from_slice(body)?;
+            let excluded: Vec<String> = sample(rng, args.items, EXCLUDED).iter().map(item_id).collect();
+            body["exclude_ids"] = json!(excluded);
+            body["filters"] = json!([
+                {"field": "price", "op": "lte", "value": 400},
+                {"field": "groups", "op": "nin", "value": ["Nightlife"]}
+            ]);
+            body["boosts"] = json!([{"field": "tags", "op": "in", "value": ["family"], "multiply": 1.2}]);
             Ok(serde_json::to_vec(&body)?.into())
         })
         .collect()
@@ -806,11 +835,25 @@ async fn main() -> Result<()> {
             bodies: bodies.clone(),
         };
         let sizes = (response_bytes, bare_body.len(), bare_threads);
-        measure(&args, &load(ours.clone()), &load(Arc::new(bare)), sizes, server_pid).await
+        if args.rules {
+            let ruled = Load {
+                target: ours.clone(),
+                endpoint: RECOMMEND,
+                bodies: Arc::new(with_rules(&bodies, &args, &mut rng)?),
+            };
+            let loads = [&load(Arc::new(bare)), &load(ours.clone()), &ruled];
+            return measure_rules(&args, loads, server_pid).await.map(Measured::Rules);
+        }
+        measure(&args, &load(ours.clone()), &load(Arc::new(bare)), sizes, server_pid)
+            .await
+            .map(Measured::Plain)
     };
     let outcome = server.stop_after(work).await;
     bare_runtime.shutdown_background();
-    let report = outcome?;
+    let report = match outcome? {
+        Measured::Plain(report) => report,
+        Measured::Rules(rules) => return rules.publish(&args),
+    };
 
     print_goals(&goals(&report, &args));
     if report.non_200() > 0 {
@@ -830,4 +873,113 @@ async fn main() -> Result<()> {
         publish_section(path, MARKDOWN_HEADING, &markdown_section(&args, &report), Some(&INDEX))?;
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------- --rules
+
+/// What a run measured: the usual report, or the cost of the rules.
+enum Measured {
+    Plain(Report),
+    Rules(RulesReport),
+}
+
+/// Closed-loop rounds of the bare server, rankstream without rules and with them.
+struct RulesReport {
+    /// Per kind (bare, plain, with rules), its rounds.
+    rounds: [Vec<Round>; 3],
+    failures: Failures,
+}
+
+const RULE_KINDS: [&str; 3] = ["bare hyper", "rankstream", "rankstream + rules"];
+
+async fn measure_rules(args: &Args, loads: [&Load; 3], server_pid: Option<u32>) -> Result<RulesReport> {
+    let mut failures = Failures::default();
+    for (kind, load) in loads.iter().enumerate() {
+        let warmup = round(load, args, args.warmup_seconds, (kind == 0, server_pid), &mut failures).await?;
+        eprintln!("warm-up {}: {} req/s", RULE_KINDS[kind], thousands(warmup.per_sec));
+    }
+    let mut rounds: [Vec<Round>; 3] = Default::default();
+    for number in 1..=args.rounds {
+        for (kind, load) in loads.iter().enumerate() {
+            let result = round(load, args, args.seconds, (kind == 0, server_pid), &mut failures).await?;
+            println!(
+                "round {number} {}: {} req/s ({}){}",
+                RULE_KINDS[kind],
+                thousands(result.per_sec),
+                summary(&result.latencies),
+                result
+                    .cpu
+                    .map_or(String::new(), |cpu| format!("; server CPU per request {:.1} µs", cpu.server_us)),
+            );
+            rounds[kind].push(result);
+        }
+    }
+    Ok(RulesReport { rounds, failures })
+}
+
+impl RulesReport {
+    /// The median server CPU per request of each kind, if `/proc` told.
+    fn cpu(&self) -> Option<[f64; 3]> {
+        let median_cpu = |rounds: &[Round]| -> Option<f64> {
+            let values: Vec<f64> = rounds.iter().map(|round| round.cpu.map(|cpu| cpu.server_us)).collect::<Option<_>>()?;
+            Some(median(&values))
+        };
+        Some([
+            median_cpu(&self.rounds[0])?,
+            median_cpu(&self.rounds[1])?,
+            median_cpu(&self.rounds[2])?,
+        ])
+    }
+
+    fn publish(&self, args: &Args) -> Result<()> {
+        if self.failures.count > 0 {
+            bail!(
+                "{} responses were not 200 (the first: {:?}); no Markdown written",
+                self.failures.count,
+                self.failures.first
+            );
+        }
+        let cpu = self.cpu().context("no CPU figures from /proc")?;
+        let rates: Vec<f64> = self.rounds.iter().map(|rounds| Report::median_rate(rounds)).collect();
+        let line = format!(
+            "server CPU per request (medians): bare {:.1} µs, rankstream {:.1} µs ({:.2}x bare), with the rules {:.1} µs \
+             ({:.2}x bare): the rules cost {:.1} µs per request ({:+.1}%)",
+            cpu[0],
+            cpu[1],
+            cpu[1] / cpu[0],
+            cpu[2],
+            cpu[2] / cpu[0],
+            cpu[2] - cpu[1],
+            100.0 * (cpu[2] / cpu[1] - 1.0),
+        );
+        println!("{line}");
+        let Some(path) = &args.write_markdown else { return Ok(()) };
+        let mut out = section_head(RULES_HEADING, "bench_recommend.rs");
+        out.push_str(&format!(
+            "- Setup as in \"Recommend latency\" ({} items, {} users with live state, {} candidates per request, \
+             model `{}`). The rule set of every request: `exclude_ids` of {EXCLUDED} random catalog ids, two filters \
+             (`price lte 400`, `groups nin [\"Nightlife\"]`), one boost (`tags in [\"family\"]`, multiply 1.2).\n\
+             - Closed loop, {} connections, {} rounds of {} s interleaved: bare, rankstream, rankstream with the rules \
+             (the same bodies but for the rules).\n\n",
+            thousands(args.items as f64),
+            thousands(args.users as f64),
+            args.candidates,
+            args.model,
+            args.connections,
+            args.rounds,
+            args.seconds,
+        ));
+        out.push_str("| | req/s (median) | server CPU per request (median) | vs bare |\n|---|---|---|---|\n");
+        for kind in 0..3 {
+            out.push_str(&format!(
+                "| {} | {} | {:.1} µs | {:.2}x |\n",
+                RULE_KINDS[kind],
+                thousands(rates[kind]),
+                cpu[kind],
+                cpu[kind] / cpu[0]
+            ));
+        }
+        out.push_str(&format!("\n{line}.\n"));
+        publish_section(path, RULES_HEADING, &out, None)
+    }
 }

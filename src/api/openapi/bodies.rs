@@ -340,6 +340,28 @@ pub struct SearchBody {
     /// Only these tables (every table when absent).
     #[schema(min_items = 1)]
     tables: Option<Vec<String>>,
+    /// Give each item an `explanation`: each part's contribution to its score.
+    explain: Option<bool>,
+    #[serde(flatten)]
+    rules: RuleFields,
+}
+
+/// The business rules a ranking request may carry (README "Business rules").
+#[derive(ToSchema)]
+pub struct RuleFields {
+    /// Ids never returned, whatever their score.
+    #[schema(max_items = 10000)]
+    exclude_ids: Option<Vec<String>>,
+    /// Predicates every returned item passes: `{"field", "op", "value"}` (op `eq ne in
+    /// nin lt lte gt gte range exists`), `{"all": [...]}`, `{"any": [...]}`, `{"not": {...}}`.
+    #[schema(value_type = Option<Vec<Object>>)]
+    filters: Option<Value>,
+    /// A predicate with `multiply` and/or `add`: the score change of the items it matches.
+    #[schema(value_type = Option<Vec<Object>>)]
+    boosts: Option<Value>,
+    /// `{"field", "max_per_value", "top_k"}`: at most that many items per value of the field in the top K.
+    #[schema(value_type = Option<Object>)]
+    diversity: Option<Value>,
 }
 
 /// `POST /v1/search/rerank`.
@@ -367,6 +389,10 @@ pub struct RerankBody {
     /// Default 50.
     #[schema(maximum = 10000)]
     limit: Option<u64>,
+    /// Give each item an `explanation`: each part's contribution to its score.
+    explain: Option<bool>,
+    #[serde(flatten)]
+    rules: RuleFields,
 }
 
 /// What the caller's retrieval knew of an item.
@@ -431,6 +457,9 @@ pub struct ModulesBody {
     /// Not empty (400 when it is).
     #[schema(min_items = 1, max_items = 10000)]
     modules: Vec<ModuleBody>,
+    /// For the items of every module, pinned ones included.
+    #[serde(flatten)]
+    rules: RuleFields,
 }
 
 /// A module to rank.
