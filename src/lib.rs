@@ -36,6 +36,9 @@
 //! - [`stream`]: Kafka: the consumer of the node's shard partitions, the producer of
 //!   REST events, dead letters.
 //! - [`api_keys`]: API keys, stored hashed.
+//! - [`experiments`]: A/B experiments used as a `model_id`: sticky assignment of arms
+//!   by hash, the `rec_id` that records the arm, per-arm counts (outcome events are
+//!   attributed as `Engine::ingest` applies them) and their 95% intervals.
 //! - [`storage`]: the only module that touches RocksDB (column families, the key
 //!   layout, durable batches, the bounded group-commit writer thread); used only
 //!   below the service layer.
@@ -83,7 +86,9 @@
 //! batch is fsynced, it is applied in sequence order to the `UserActor` of its uid
 //! and the `SessionActor` of its sid (on the sid's shard), and handed to the
 //! learner's bounded queue → the caller is answered when every actor the batch
-//! reached has applied it and the learner took it. Checkpoints persist live state
+//! reached has applied it and the learner took it; a new click or conversion
+//! carrying a `rec_id` is then counted for the experiment arm it names
+//! (`Engine::observe_outcomes`). Checkpoints persist live state
 //! (a failed persist fails the checkpoint, which then moves no replay point); after
 //! a crash each shard replays its log past its checkpoint.
 
@@ -95,6 +100,7 @@ pub mod config;
 pub mod domain;
 pub mod embed;
 pub mod engine;
+pub mod experiments;
 pub mod metrics;
 pub mod ranking;
 pub mod search;

@@ -16,6 +16,7 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::embed::SharedEmbedder;
 use crate::engine::{Engine, HeldShards, Purger};
+use crate::experiments::{Experiments, FLUSH_INTERVAL};
 use crate::ranking::ModelRegistry;
 use crate::search::SearchIndex;
 use crate::service::backup::Backups;
@@ -109,11 +110,17 @@ impl Node {
         let engine = Arc::new(Engine::start(
             storage.clone(),
             ownership.clone(),
-            clock,
+            clock.clone(),
             &config.engine,
             training.clone(),
         )?);
         training.attach_catalog(engine.item_reader());
+        // Before any event flows: outcomes are attributed to experiments as they are applied.
+        let experiments = Experiments::load(storage.clone(), clock)?;
+        engine.observe_outcomes(experiments.clone());
+        experiments
+            .start_flushing(FLUSH_INTERVAL)
+            .context("starting the experiment counts writer")?;
         // Which shards this node serves: on one node all; in a cluster, what it holds
         // (the shards of its topology at its first start) and is taking over.
         let held = match clustered {
@@ -205,6 +212,7 @@ impl Node {
                             keys: keys.clone(),
                             conversations: chat.conversations.clone(),
                             purger: purger.clone(),
+                            experiments: experiments.clone(),
                         },
                         log.stats.clone(),
                     )
@@ -252,6 +260,7 @@ impl Node {
             catalog_log,
             purger,
             backups: Backups::new(&config.storage.backup_dir, &config.storage.data_dir),
+            experiments,
         });
         if let Some((key, secret)) = node_key {
             let services = services.clone();
@@ -282,6 +291,7 @@ impl Node {
             services.engine.stop();
             services.search.stop();
             services.training.stop();
+            services.experiments.stop_flushing();
             storage.flush()
         })
         .await??;

@@ -1,7 +1,8 @@
 //! The dashboard in a real browser: Debian's headless Chromium, driven over WebDriver
 //! (chromedriver), against the real server. Sign in; create a key and use it, revoke it
 //! and see 401; remap a field; watch the events/s chart move while events are posted;
-//! run a search in Try it; the pages at a phone's width. A screenshot of each page is
+//! run a search in Try it; start an experiment, see it count, stop it; the pages at a
+//! phone's width. A screenshot of each page is
 //! written under `target/dashboard/`.
 
 mod common;
@@ -170,9 +171,42 @@ fn an_operator_signs_in_manages_keys_and_the_catalog_watches_live_figures_and_tr
     assert!(titles.contains("Harbour cruise 7"), "{titles}");
     browser.screenshot(&shots.join("try.png"));
 
+    // Experiments: start one in the form, see a request served by it counted, stop it.
+    open(&browser, "experiments");
+    browser.type_into("#experiment-id", "browser-exp");
+    browser.type_into("#experiment-arms", "control popularity 0.5\nb default 0.5");
+    browser.click("#experiment-create");
+    browser.find("table.experiment-arms[data-experiment='browser-exp']");
+    let key = server.create_key(&["recommend"], json!({"name": "experimenter"}));
+    let body = json!({"user_id": "u-exp", "model_id": "browser-exp", "item_ids": ["t1", "t2", "t3"]});
+    let served = server.post("/v1/recommend", &key, body);
+    let arm = assert_status(&served, 200, "through the experiment")["experiment"]["arm"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Arm, model, share, requests, impressions, ...
+    let cells = |b: &Browser| {
+        let script = "return [...document.querySelectorAll(\
+                      `table[data-experiment='browser-exp'] tr[data-arm='${arguments[0]}'] td`)].map(td => td.textContent);";
+        b.script(script, json!([arm]))
+    };
+    let counted = browser.wait_for("the request counted on its arm", |b| {
+        let cells = cells(b);
+        (cells[3] == "1").then_some(cells)
+    });
+    assert_eq!(counted[4], "3", "three impressions: {counted}");
+    browser.screenshot(&shots.join("experiments.png"));
+    browser.click(".experiment-stop[data-experiment='browser-exp']");
+    browser.accept_dialog();
+    browser.wait_for("the experiment stopped", |b| {
+        Some(b.text(".experiment[data-experiment='browser-exp']")).filter(|t| t.contains("stopped"))
+    });
+    let (_, report) = server.admin_get("/v1/admin/experiments/browser-exp");
+    assert_eq!(report["status"], "stopped", "{report}");
+
     // A phone's width: every page fits without scrolling sideways.
     browser.set_size(390, 844);
-    for page in ["live", "keys", "catalog", "try"] {
+    for page in ["live", "keys", "catalog", "experiments", "try"] {
         browser.goto(&format!("{}/dashboard#{page}", server.base_url));
         browser.find(&format!("#page-{page}"));
         let overflow = browser.script(

@@ -907,9 +907,10 @@ async fn measure_rules(args: &Args, loads: [&Load; 3], server_pid: Option<u32>) 
                 RULE_KINDS[kind],
                 thousands(result.per_sec),
                 summary(&result.latencies),
-                result
-                    .cpu
-                    .map_or(String::new(), |cpu| format!("; server CPU per request {:.1} µs", cpu.server_us)),
+                result.cpu.map_or(String::new(), |cpu| format!(
+                    "; server CPU per request {:.1} µs",
+                    cpu.server_us
+                )),
             );
             rounds[kind].push(result);
         }
@@ -921,7 +922,10 @@ impl RulesReport {
     /// The median server CPU per request of each kind, if `/proc` told.
     fn cpu(&self) -> Option<[f64; 3]> {
         let median_cpu = |rounds: &[Round]| -> Option<f64> {
-            let values: Vec<f64> = rounds.iter().map(|round| round.cpu.map(|cpu| cpu.server_us)).collect::<Option<_>>()?;
+            let values: Vec<f64> = rounds
+                .iter()
+                .map(|round| round.cpu.map(|cpu| cpu.server_us))
+                .collect::<Option<_>>()?;
             Some(median(&values))
         };
         Some([
@@ -953,7 +957,9 @@ impl RulesReport {
             100.0 * (cpu[2] / cpu[1] - 1.0),
         );
         println!("{line}");
-        let Some(path) = &args.write_markdown else { return Ok(()) };
+        let Some(path) = &args.write_markdown else {
+            return Ok(());
+        };
         let mut out = section_head(RULES_HEADING, "bench_recommend.rs");
         out.push_str(&format!(
             "- Setup as in \"Recommend latency\" ({} items, {} users with live state, {} candidates per request, \

@@ -14,6 +14,7 @@ mod embed;
 mod embedded_events;
 mod error;
 mod events;
+mod experiments;
 mod forward;
 mod image_fetch;
 mod openapi;
@@ -296,6 +297,9 @@ async fn route(
         | Endpoint::AdminRetrain
         | Endpoint::AdminCompact
         | Endpoint::AdminBackup => admin::handle(state, endpoint, request).await,
+        Endpoint::AdminExperiments | Endpoint::AdminExperiment | Endpoint::AdminExperimentStop => {
+            experiments::handle(state, endpoint, request).await
+        }
         Endpoint::CatalogTable
         | Endpoint::CatalogTableNamed
         | Endpoint::CatalogTableField

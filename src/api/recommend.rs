@@ -13,7 +13,7 @@ use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 
 use crate::ranking::rules::RULE_FIELDS;
 use crate::ranking::{Explanation, Rules};
-use crate::service::recommend::{Candidate, RecommendRequest, MAX_CANDIDATES};
+use crate::service::recommend::{Candidate, ExperimentArm, RecommendRequest, MAX_CANDIDATES};
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let body = match well_formed(&request.body) {
@@ -35,6 +35,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
     ok(&RecommendResponse {
         rec_id: recommendation.rec_id,
         items,
+        experiment: recommendation.experiment,
     })
 }
 
@@ -196,6 +197,9 @@ fn checked(body: Value) -> Result<RecommendRequest, ApiError> {
 pub(super) struct RecommendResponse {
     rec_id: String,
     items: Vec<RankedItem>,
+    /// When `model_id` names an experiment: its id and the arm that ranked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    experiment: Option<ExperimentArm>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]

@@ -54,6 +54,12 @@ pub enum Endpoint {
     AdminCompact,
     /// `/v1/admin/backup`: take a backup of the running node, or list backups
     AdminBackup,
+    /// `/v1/admin/experiments`: create an A/B experiment, or list them
+    AdminExperiments,
+    /// `/v1/admin/experiments/{id}`: an experiment and its figures
+    AdminExperiment,
+    /// `/v1/admin/experiments/{id}/stop`: route every later request to the control arm
+    AdminExperimentStop,
     /// `/chat` (also `/v1/chat`)
     Chat,
     /// `/v1/search`
@@ -83,7 +89,7 @@ const DELETE: &[Method] = &[Method::DELETE];
 
 impl Endpoint {
     /// Every endpoint, in [`Endpoint::index`] order.
-    pub const ALL: [Endpoint; 33] = [
+    pub const ALL: [Endpoint; 36] = [
         Endpoint::Healthz,
         Endpoint::Readyz,
         Endpoint::AdminKeys,
@@ -109,6 +115,9 @@ impl Endpoint {
         Endpoint::AdminRetrain,
         Endpoint::AdminCompact,
         Endpoint::AdminBackup,
+        Endpoint::AdminExperiments,
+        Endpoint::AdminExperiment,
+        Endpoint::AdminExperimentStop,
         Endpoint::Chat,
         Endpoint::Search,
         Endpoint::SearchRerank,
@@ -152,6 +161,9 @@ impl Endpoint {
             Endpoint::AdminRetrain => "/v1/admin/models/retrain",
             Endpoint::AdminCompact => "/v1/admin/compact",
             Endpoint::AdminBackup => "/v1/admin/backup",
+            Endpoint::AdminExperiments => "/v1/admin/experiments",
+            Endpoint::AdminExperiment => "/v1/admin/experiments/{id}",
+            Endpoint::AdminExperimentStop => "/v1/admin/experiments/{id}/stop",
             Endpoint::Chat => "/chat",
             Endpoint::Search => "/v1/search",
             Endpoint::SearchRerank => "/v1/search/rerank",
@@ -187,6 +199,9 @@ impl Endpoint {
             ["v1", "admin", "models", "retrain"] => Endpoint::AdminRetrain,
             ["v1", "admin", "compact"] => Endpoint::AdminCompact,
             ["v1", "admin", "backup"] => Endpoint::AdminBackup,
+            ["v1", "admin", "experiments"] => Endpoint::AdminExperiments,
+            ["v1", "admin", "experiments", _] => Endpoint::AdminExperiment,
+            ["v1", "admin", "experiments", _, "stop"] => Endpoint::AdminExperimentStop,
             ["v1", "catalog", "table"] => Endpoint::CatalogTable,
             ["v1", "catalog", "table", _] => Endpoint::CatalogTableNamed,
             ["v1", "catalog", "table", _, "fields", _] => Endpoint::CatalogTableField,
@@ -221,10 +236,12 @@ impl Endpoint {
             | Endpoint::User
             | Endpoint::Session
             | Endpoint::Event
+            | Endpoint::AdminExperiment
             | Endpoint::DashboardAsset => {
                 vec![segments[segments.len() - 1]]
             }
             Endpoint::UserState => vec![segments[2]],
+            Endpoint::AdminExperimentStop => vec![segments[3]],
             Endpoint::CatalogTableField => vec![segments[3], segments[5]],
             Endpoint::CatalogItemNamed => vec![segments[3], segments[4]],
             _ => Vec::new(),
@@ -253,7 +270,7 @@ impl Endpoint {
             | Endpoint::Metrics
             | Endpoint::Dashboard
             | Endpoint::DashboardAsset => GET,
-            Endpoint::AdminKeys | Endpoint::AdminBackup => GET_POST,
+            Endpoint::AdminKeys | Endpoint::AdminBackup | Endpoint::AdminExperiments => GET_POST,
             Endpoint::AdminKey => DELETE,
             Endpoint::CatalogTable => GET_PUT,
             Endpoint::CatalogTableField | Endpoint::CatalogItem | Endpoint::CatalogItems => PUT,
@@ -270,9 +287,14 @@ impl Endpoint {
             | Endpoint::SearchRerank
             | Endpoint::AdminRetrain
             | Endpoint::AdminCompact
+            | Endpoint::AdminExperimentStop
             | Endpoint::Embed
             | Endpoint::Chat => POST,
-            Endpoint::UserState | Endpoint::Session | Endpoint::Event | Endpoint::AdminStats => GET,
+            Endpoint::UserState
+            | Endpoint::Session
+            | Endpoint::Event
+            | Endpoint::AdminStats
+            | Endpoint::AdminExperiment => GET,
         }
     }
 
@@ -291,7 +313,10 @@ impl Endpoint {
             | Endpoint::AdminStats
             | Endpoint::AdminRetrain
             | Endpoint::AdminCompact
-            | Endpoint::AdminBackup => "admin",
+            | Endpoint::AdminBackup
+            | Endpoint::AdminExperiments
+            | Endpoint::AdminExperiment
+            | Endpoint::AdminExperimentStop => "admin",
             Endpoint::CatalogTable | Endpoint::CatalogTableNamed | Endpoint::CatalogItemNamed
                 if method == Method::GET =>
             {
@@ -361,6 +386,10 @@ mod tests {
         assert_eq!(
             Endpoint::match_path("/v1/admin/keys/"),
             Some((Endpoint::AdminKeys, vec![]))
+        );
+        assert_eq!(
+            Endpoint::match_path("/v1/admin/experiments/exp1/stop"),
+            Some((Endpoint::AdminExperimentStop, vec!["exp1".into()]))
         );
         assert_eq!(Endpoint::match_path("/v1/nothing"), None);
         assert_eq!(Endpoint::match_path("/v1/users/%FF"), None);

@@ -10,12 +10,15 @@
 //! - [`attributes`]: affinity attributes (`group:…`) interned as small numbers.
 //! - [`item_features`]: what ranking reads of a catalog item.
 //! - [`session_claim`]: how a user's owner asks for a session another node started.
+//! - [`outcome`]: clicks and conversions that name their ranking's `rec_id`, and who
+//!   hears of them once they are applied.
 
 pub mod attributes;
 pub mod event;
 pub mod item_features;
 pub mod live_state;
 pub mod live_state_id;
+pub mod outcome;
 pub mod session_claim;
 pub mod signals;
 

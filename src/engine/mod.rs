@@ -19,7 +19,7 @@ mod signal_board;
 
 use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use actix::{Actor, Addr, Arbiter, MailboxError, Message};
 use futures::future::join_all;
@@ -29,6 +29,7 @@ use crate::config::EngineConfig;
 use crate::domain::event::{DurableEventSink, Event};
 use crate::domain::live_state::{DecayParams, LiveState};
 use crate::domain::live_state_id::LiveStateId;
+use crate::domain::outcome::{Outcome, OutcomeObserver};
 use crate::domain::signals::Signals;
 use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{shard_for, Ownership, ShardId};
@@ -88,6 +89,8 @@ pub struct Engine {
     clock: SharedClock,
     /// Cluster mode: sessions claimed from and granted to the other nodes.
     claiming: session_claims::Claiming,
+    /// Hears of each new click and conversion that carries a `rec_id` (experiments).
+    outcomes: OnceLock<Arc<dyn OutcomeObserver>>,
 }
 
 /// An event for a shard this node does not serve now (it moved, or is moving).
@@ -209,7 +212,17 @@ impl Engine {
             clock,
             arbiters: parking_lot::Mutex::new(arbiters),
             claiming: session_claims::Claiming::default(),
+            outcomes: OnceLock::new(),
         })
+    }
+
+    /// From now on, `observer` hears of each new (not duplicate) click and conversion
+    /// that carries a `rec_id`, once [`Engine::ingest`] applied it. Set once, before
+    /// events flow; a second observer is ignored.
+    pub fn observe_outcomes(&self, observer: Arc<dyn OutcomeObserver>) {
+        if self.outcomes.set(observer).is_err() {
+            tracing::warn!("an outcome observer is already set; the second one is ignored");
+        }
     }
 
     /// Replays every shard's log after its checkpoint, then checkpoints. Returns
@@ -293,8 +306,31 @@ impl Engine {
     }
 
     /// Accepts events on the shards owning their routing keys. Per event: whether it
-    /// was a duplicate (already accepted, not applied again), or why it failed.
+    /// was a duplicate (already accepted, not applied again), or why it failed. The
+    /// outcome observer hears of each new click and conversion with a `rec_id`.
     pub async fn ingest(&self, events: Vec<Event>) -> Vec<Result<bool, LiveStateError>> {
+        let Some(observer) = self.outcomes.get() else {
+            return self.ingest_routed(events).await;
+        };
+        // Taken before the events move into their shards' messages.
+        let outcomes: Vec<(usize, Outcome, String)> = events
+            .iter()
+            .enumerate()
+            .filter_map(|(index, event)| {
+                Outcome::of(event).map(|(outcome, rec_id)| (index, outcome, rec_id.to_owned()))
+            })
+            .collect();
+        let results = self.ingest_routed(events).await;
+        for (index, outcome, rec_id) in outcomes {
+            if matches!(results[index], Ok(false)) {
+                observer.observe(&rec_id, outcome);
+            }
+        }
+        results
+    }
+
+    /// [`Engine::ingest`] without the outcome observer.
+    async fn ingest_routed(&self, events: Vec<Event>) -> Vec<Result<bool, LiveStateError>> {
         self.claim_sessions(&events).await;
         let routed = events
             .into_iter()

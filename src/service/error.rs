@@ -7,6 +7,7 @@ use crate::embed::EmbedError;
 use crate::engine::catalog::CatalogError;
 use crate::engine::conversation::ConversationError;
 use crate::engine::{DeleteUserError, LiveStateError};
+use crate::experiments::ExperimentError;
 use crate::ranking::ModelError;
 use crate::search::SearchError;
 use crate::training::TrainingError;
@@ -111,6 +112,17 @@ impl From<KeyError> for ServiceError {
         match error {
             KeyError::Invalid(message) => ServiceError::Invalid(message),
             KeyError::Storage(error) => ServiceError::Storage(error.to_string()),
+        }
+    }
+}
+
+impl From<ExperimentError> for ServiceError {
+    fn from(error: ExperimentError) -> ServiceError {
+        match error {
+            error @ ExperimentError::Invalid(_) => ServiceError::Invalid(error.to_string()),
+            ExperimentError::Conflict(message) => ServiceError::Conflict(message),
+            error @ ExperimentError::NotFound(_) => ServiceError::NotFound(error.to_string()),
+            ExperimentError::Storage(error) => ServiceError::Storage(error.to_string()),
         }
     }
 }

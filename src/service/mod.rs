@@ -16,6 +16,7 @@
 //! - [`backup`]: backups of the running node.
 //! - [`embedded_events`]: request-embedded events folded into one request's context.
 //! - [`cluster`]: which node owns a key; forwarding and replication counters.
+//! - [`experiments`]: A/B experiments: create, stop, figures; the arm of a request.
 
 pub mod admin;
 pub mod backup;
@@ -26,6 +27,7 @@ pub mod embed;
 pub mod embedded_events;
 mod error;
 pub mod events;
+pub mod experiments;
 pub mod forget;
 pub mod modules;
 pub mod moves;
@@ -41,6 +43,7 @@ use crate::api_keys::KeyStore;
 use crate::config::EmbedConfig;
 use crate::embed::SharedEmbedder;
 use crate::engine::{Engine, Purger};
+use crate::experiments::Experiments;
 use crate::ranking::{Model, ModelRegistry};
 use crate::search::SearchIndex;
 use crate::stream::catalog_log::CatalogLog;
@@ -79,6 +82,8 @@ pub struct Services {
     pub purger: Arc<Purger>,
     /// Where backups go, and the one running.
     pub backups: backup::Backups,
+    /// The node's A/B experiments and their counts.
+    pub experiments: Arc<Experiments>,
 }
 
 /// How the ranking path fares reading live state.
@@ -93,7 +98,8 @@ pub struct RankingStats {
 }
 
 impl Services {
-    /// A configured model, or [`ServiceError::UnknownModel`].
+    /// A configured model, or [`ServiceError::UnknownModel`] (also for an experiment's
+    /// id: resolve it first with [`Services::experiment_arm`]).
     pub fn model(&self, model_id: &str) -> Result<Arc<dyn Model>, ServiceError> {
         self.models
             .get(model_id)

@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::recommend::{leaves_out_deleted, new_rec_id, rule_stack};
+use super::recommend::{leaves_out_deleted, rule_stack, ExperimentArm};
 use super::{ServiceError, Services};
 use crate::ranking::modules::{module_score, place, Adjustment, Displacement, Pinned};
 use crate::ranking::rules::{self, Diversity};
@@ -58,7 +58,11 @@ pub struct ItemSpec {
 impl Services {
     /// Ranks the modules and the items inside them, places the pins, and records
     /// the items shown under a new `rec_id`.
+    /// An `item_model_id` naming an experiment ranks the items with the arm's model.
     pub async fn rank_modules(&self, mut request: ModulesRequest) -> Result<RankedModules, ServiceError> {
+        let user_id = Some(request.user_id.clone());
+        let (item_model_id, assignment) = self.arm(request.item_model_id.clone(), &user_id, &request.session_id);
+        request.item_model_id = item_model_id;
         let item_model = self.model(&request.item_model_id)?;
         let module_model = self.model(&request.module_model_id)?;
         let model_rules = self.rules(&request.item_model_id, request.rules.as_ref(), &[])?;
@@ -139,12 +143,14 @@ impl Services {
                     .collect(),
             });
         }
-        let rec_id = new_rec_id();
+        let shown_items = modules.iter().map(|module| module.items.len()).sum();
+        let rec_id = self.served(assignment.as_ref(), shown_items);
         self.record_shown(&rec_id, &request.item_model_id, &context, &shown);
         Ok(RankedModules {
             rec_id,
             modules,
             warnings,
+            experiment: assignment.map(ExperimentArm::from),
         })
     }
 
@@ -287,6 +293,9 @@ pub struct RankedModules {
     /// Pins placed elsewhere than they asked; omitted when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<PinWarning>,
+    /// When `item_model_id` names an experiment: its id and the arm that ranked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<ExperimentArm>,
 }
 
 /// One module of the answer.

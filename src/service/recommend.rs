@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::{ServiceError, Services};
 use crate::domain::{ItemFeatures, LiveStateId, Signals};
+use crate::experiments::Assignment;
 use crate::ranking::rules::VIRTUAL_FIELDS;
 pub use crate::ranking::Candidate;
 use crate::ranking::{rank, Model, RankContext, Ranked, Rules, ShownRecord};
@@ -45,26 +46,77 @@ pub struct RecommendRequest {
 pub struct Recommendation {
     pub rec_id: String,
     pub items: Vec<Ranked>,
+    /// When `model_id` named an experiment: its id and the arm that ranked.
+    pub experiment: Option<ExperimentArm>,
+}
+
+/// The experiment a response was ranked in, and the arm (the response's `experiment`).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ExperimentArm {
+    pub id: String,
+    pub arm: String,
+}
+
+impl From<Assignment> for ExperimentArm {
+    fn from(assignment: Assignment) -> ExperimentArm {
+        ExperimentArm {
+            id: assignment.experiment,
+            arm: assignment.arm,
+        }
+    }
 }
 
 impl Services {
     /// Ranks the request's candidates, best first, and records the ranking.
+    /// A `model_id` naming an experiment ranks with the arm's model (see [`Services::arm`]).
     pub async fn recommend(&self, request: RecommendRequest) -> Result<Recommendation, ServiceError> {
-        let model = self.model(&request.model_id)?;
+        let (model_id, assignment) = self.arm(request.model_id, &request.user_id, &request.session_id);
+        let model = self.model(&model_id)?;
         let mut candidates = request.candidates;
         self.attach_features(&mut candidates)?;
         if leaves_out_deleted(model.as_ref(), request.include_deleted) {
             candidates.retain(|candidate| !candidate.is_deleted());
         }
-        let model_rules = self.rules(&request.model_id, request.rules.as_ref(), &candidates)?;
+        let model_rules = self.rules(&model_id, request.rules.as_ref(), &candidates)?;
         let context = self
             .rank_context(request.user_id, request.session_id, request.context)
             .await;
         let stack = rule_stack(&model_rules, request.rules.as_ref());
         let items = rank(model.as_ref(), &context, &candidates, request.limit, &stack)?;
-        let rec_id = new_rec_id();
-        self.record_shown(&rec_id, &request.model_id, &context, &items);
-        Ok(Recommendation { rec_id, items })
+        let rec_id = self.served(assignment.as_ref(), items.len());
+        self.record_shown(&rec_id, &model_id, &context, &items);
+        Ok(Recommendation {
+            rec_id,
+            items,
+            experiment: assignment.map(ExperimentArm::from),
+        })
+    }
+
+    /// The model a request ranks with: `model_id` itself, or, when it names an
+    /// experiment, the model of the arm this request's user or session is assigned
+    /// (with the assignment).
+    pub fn arm(
+        &self,
+        model_id: String,
+        user_id: &Option<String>,
+        session_id: &Option<String>,
+    ) -> (String, Option<Assignment>) {
+        match self.experiment_arm(&model_id, user_id.as_deref(), session_id.as_deref()) {
+            Some(assignment) => (assignment.model_id.clone(), Some(assignment)),
+            None => (model_id, None),
+        }
+    }
+
+    /// The `rec_id` of a ranking that showed `shown` items; one served by an experiment's
+    /// arm records the arm in it and counts in the arm's figures.
+    pub fn served(&self, assignment: Option<&Assignment>, shown: usize) -> String {
+        match assignment {
+            Some(assignment) => {
+                self.count_served(assignment, shown);
+                assignment.rec_id()
+            }
+            None => new_rec_id(),
+        }
     }
 
     /// The default rules of model `model_id`, after checking that every field the

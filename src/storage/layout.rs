@@ -230,6 +230,20 @@ pub const KEY_HASH_SECRET: &[u8] = b"key-hash-secret";
 /// Prefix of every API key record in `meta`.
 pub const API_KEY_PREFIX: &[u8] = b"apikey/";
 
+/// `meta`: an experiment's definition and when it stopped, `experiment/[id]`.
+pub fn experiment(id: &str) -> Vec<u8> {
+    [EXPERIMENT_PREFIX, id.as_bytes()].concat()
+}
+
+/// Prefix of every experiment record in `meta`.
+pub const EXPERIMENT_PREFIX: &[u8] = b"experiment/";
+
+/// `meta`: this node's counts of an experiment's arms, `experiment-counts/[id]`
+/// (written every second, and at a clean stop).
+pub fn experiment_counts(id: &str) -> Vec<u8> {
+    [b"experiment-counts/".as_slice(), id.as_bytes()].concat()
+}
+
 /// `meta`: the shards whose key ranges a purge must still compact (big-endian u16s):
 /// a crash between a user's deletion and the purge does not skip it.
 pub const PURGE_PENDING: &[u8] = b"purge-pending";

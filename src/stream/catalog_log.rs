@@ -1,4 +1,4 @@
-//! The catalog log of a cluster: every catalog, user and API-key write a node accepts
+//! The catalog log of a cluster: every catalog, user, API-key and experiment write a node accepts
 //! is produced (acks=all) to one compacted topic, and every node applies the writes of
 //! the others to its own storage and search index, in the topic's order.
 //!
@@ -30,6 +30,7 @@ use crate::engine::catalog::{FieldType, Relation, RowKind};
 use crate::engine::conversation::Conversations;
 use crate::engine::Engine;
 use crate::engine::Purger;
+use crate::experiments::{ExperimentError, Experiments, StoredExperiment};
 
 /// Header naming the node that accepted a write.
 const ORIGIN_HEADER: &str = "rankstream-origin";
@@ -83,6 +84,16 @@ pub enum CatalogChange {
     RevokeKey {
         id: String,
     },
+    /// An experiment as it was created (running).
+    PutExperiment {
+        experiment: StoredExperiment,
+    },
+    /// An experiment stopped, at unix ms `stopped_at` (a key of its own: compaction
+    /// keeps it beside the experiment's creation).
+    StopExperiment {
+        id: String,
+        stopped_at: i64,
+    },
 }
 
 impl CatalogChange {
@@ -97,6 +108,8 @@ impl CatalogChange {
             CatalogChange::UpsertUser { uid, .. } | CatalogChange::DeleteUser { uid, .. } => format!("user/{uid}"),
             CatalogChange::PutKey { key } => format!("key/{}", key.id),
             CatalogChange::RevokeKey { id } => format!("key/{id}"),
+            CatalogChange::PutExperiment { experiment } => format!("experiment/{}", experiment.experiment.id),
+            CatalogChange::StopExperiment { id, .. } => format!("experiment-stop/{id}"),
         }
     }
 }
@@ -203,6 +216,8 @@ pub struct Replica {
     pub conversations: Arc<Conversations>,
     /// A deleted user's records are purged from this node's files too.
     pub purger: Arc<Purger>,
+    /// Experiments created and stopped on other nodes.
+    pub experiments: Arc<Experiments>,
 }
 
 /// Starts applying the other nodes' writes from the offset stored with this node's
@@ -402,6 +417,23 @@ async fn apply(replica: &Replica, change: CatalogChange) -> Result<(), Failure> 
             .revoke(&id)
             .map(drop)
             .map_err(|error| Failure::Passing(error.to_string())),
+        CatalogChange::PutExperiment { experiment } => replica
+            .experiments
+            .put_replicated(experiment)
+            .map_err(experiment_failure),
+        CatalogChange::StopExperiment { id, stopped_at } => replica
+            .experiments
+            .stop_at(&id, stopped_at)
+            .map(drop)
+            .map_err(experiment_failure),
+    }
+}
+
+/// Storage trouble passes; a conflicting or unknown experiment is refused here.
+fn experiment_failure(error: ExperimentError) -> Failure {
+    match error {
+        ExperimentError::Storage(error) => Failure::Passing(error.to_string()),
+        error => Failure::Refused(error.to_string()),
     }
 }
 

@@ -18,7 +18,9 @@ const TRY_INPUT_LABELS = {
 
 const state = {
   key: null,            // the admin key, mirrored in sessionStorage
-  page: null,           // the page shown now ('keys', 'catalog', 'live', 'try')
+  page: null,           // the page shown now ('keys', 'catalog', 'live', 'experiments', 'try')
+  experimentTimer: null, // the next refresh of the Experiments page
+  experimentToken: 0,   // bumped when that page is left, so that late answers are dropped
   tables: [],           // the last catalog tables read
   pollTimer: null,      // the next poll of the Live page
   pollToken: 0,         // bumped when polling stops, so that late answers are dropped
@@ -214,6 +216,7 @@ const PAGES = {
   keys: { enter: enterKeys, leave: clearSecret },
   catalog: { enter: enterCatalog },
   live: { enter: startPolling, leave: stopPolling },
+  experiments: { enter: startExperimentPolling, leave: stopExperimentPolling },
   try: { enter: enterTry },
 };
 
@@ -846,6 +849,122 @@ function newConversation() {
   resetTryOutput();
 }
 
+// ---------------------------------------------------------------- Experiments
+
+function startExperimentPolling() {
+  stopExperimentPolling();
+  const token = state.experimentToken;
+  const loop = async () => {
+    const current = () => token === state.experimentToken;
+    try {
+      const { experiments } = await api('/v1/admin/experiments');
+      if (current()) renderExperiments(experiments || []);
+    } catch (error) {
+      if (current()) showError(error);
+    }
+    if (current()) state.experimentTimer = setTimeout(loop, POLL_MS);
+  };
+  loop();
+}
+
+function stopExperimentPolling() {
+  state.experimentToken += 1;
+  clearTimeout(state.experimentTimer);
+  state.experimentTimer = null;
+}
+
+function percent(value) {
+  return typeof value === 'number' && Number.isFinite(value) ? `${(value * 100).toFixed(2)}%` : '—';
+}
+
+/** A rate with its interval: `4.10% [3.20%, 5.00%]`. */
+function withInterval(value, interval) {
+  if (!Array.isArray(interval)) return percent(value);
+  return `${percent(value)} [${percent(interval[0])}, ${percent(interval[1])}]`;
+}
+
+/** An arm's difference to the control, or `control` for the control itself. */
+function difference(arm, control, key) {
+  if (arm.name === control) return 'control';
+  const value = arm[`${key}_diff`];
+  if (typeof value !== 'number') return '—';
+  const sign = value > 0 ? '+' : '';
+  const interval = arm[`${key}_diff_ci`];
+  const text = `${sign}${(value * 100).toFixed(2)} pt`;
+  return Array.isArray(interval)
+    ? `${text} [${(interval[0] * 100).toFixed(2)}, ${(interval[1] * 100).toFixed(2)}]`
+    : text;
+}
+
+const ARM_COLUMNS = ['Arm', 'Model', 'Share', 'Requests', 'Impressions', 'Clicks', 'Conversions',
+  'CTR (95% CI)', 'CTR vs control', 'Conversion rate (95% CI)', 'Conversions vs control'];
+
+function renderExperiments(experiments) {
+  const cards = experiments.map((experiment) => {
+    const head = el('div', { className: 'chart-head' }, [
+      el('h3', { text: experiment.id }),
+      el('span', { className: 'muted', text: `unit ${experiment.unit} · ${experiment.status}` }),
+    ]);
+    if (experiment.status === 'running') {
+      head.append(el('button', {
+        className: 'experiment-stop danger',
+        text: 'Stop',
+        attrs: { type: 'button', 'data-experiment': experiment.id, 'aria-label': `Stop ${experiment.id}` },
+      }));
+    }
+    const table = el('table', { className: 'experiment-arms', attrs: { 'data-experiment': experiment.id } }, [
+      el('thead', {}, [el('tr', {}, ARM_COLUMNS.map((name) => el('th', { text: name })))]),
+      el('tbody'),
+    ]);
+    const rows = (experiment.arms || []).map((arm) => row([
+      arm.name, arm.model_id, percent(arm.share), formatNumber(arm.requests), formatNumber(arm.impressions),
+      formatNumber(arm.clicks), formatNumber(arm.conversions), withInterval(arm.ctr, arm.ctr_ci),
+      difference(arm, experiment.control, 'ctr'),
+      withInterval(arm.conversion_rate, arm.conversion_rate_ci),
+      difference(arm, experiment.control, 'conversion_rate'),
+    ], { 'data-arm': arm.name }));
+    fillTableBody(table, rows, 'No arms.');
+    return el('div', { className: 'card experiment', attrs: { 'data-experiment': experiment.id } }, [
+      head, el('div', { className: 'table-wrap' }, [table]),
+    ]);
+  });
+  if (cards.length === 0) cards.push(el('p', { className: 'muted', text: 'No experiments yet.' }));
+  $('experiments').replaceChildren(...cards);
+}
+
+/** The arms of the form: one `name model_id share` per line. */
+function experimentArms() {
+  return $('experiment-arms').value.split('\n').map((line) => line.trim()).filter(Boolean).map((line) => {
+    const [name, modelId, share, ...rest] = line.split(/\s+/);
+    const value = Number(share);
+    if (!modelId || share === undefined || rest.length > 0 || !Number.isFinite(value)) {
+      throw new ApiError('invalid_input', `an arm is "name model_id share", not "${line}"`);
+    }
+    return { name, model_id: modelId, share: value };
+  });
+}
+
+function createExperiment(event) {
+  event.preventDefault();
+  run(async () => {
+    const body = { id: $('experiment-id').value.trim(), unit: $('experiment-unit').value, arms: experimentArms() };
+    await api('/v1/admin/experiments', { method: 'POST', body });
+    $('experiment-form').reset();
+    startExperimentPolling();
+  }, $('experiment-create'));
+}
+
+function onExperimentsClick(event) {
+  const button = event.target.closest('.experiment-stop');
+  if (!button) return;
+  const id = button.dataset.experiment;
+  if (!confirm(`Stop experiment "${id}"? Every request will get its control arm.`)) return;
+  run(async () => {
+    await api(`/v1/admin/experiments/${enc(id)}/stop`, { method: 'POST' });
+    startExperimentPolling();
+  }, button);
+}
+
 // ---------------------------------------------------------------- start-up
 
 function bindEvents() {
@@ -861,6 +980,9 @@ function bindEvents() {
   $('remap-field').addEventListener('change', preselectRemapType);
   $('remap-form').addEventListener('submit', remapField);
   $('lookup-form').addEventListener('submit', lookUpItem);
+
+  $('experiments').addEventListener('click', onExperimentsClick);
+  $('experiment-form').addEventListener('submit', createExperiment);
 
   $('try-kind').addEventListener('change', updateTryKind);
   $('try-form').addEventListener('submit', runTry);

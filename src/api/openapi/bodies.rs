@@ -359,9 +359,21 @@ pub struct RuleFields {
     /// A predicate with `multiply` and/or `add`: the score change of the items it matches.
     #[schema(value_type = Option<Vec<Object>>)]
     boosts: Option<Value>,
-    /// `{"field", "max_per_value", "top_k"}`: at most that many items per value of the field in the top K.
-    #[schema(value_type = Option<Object>)]
-    diversity: Option<Value>,
+    /// At most `max_per_value` items per value of `field` in the first `top_k` places.
+    diversity: Option<DiversityBody>,
+}
+
+/// A diversity rule.
+#[derive(ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiversityBody {
+    #[schema(min_length = 1)]
+    field: String,
+    #[schema(minimum = 1)]
+    max_per_value: u64,
+    /// Every place when absent.
+    #[schema(minimum = 1)]
+    top_k: Option<u64>,
 }
 
 /// `POST /v1/search/rerank`.

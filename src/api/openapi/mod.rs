@@ -177,6 +177,20 @@ fn constraints() -> Vec<(&'static str, serde_json::Value)> {
             json!({"properties": {"tables": {"items": {"minLength": 1}}}}),
         ),
         (
+            "CreateExperimentBody",
+            json!({"properties": {
+                "id": {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
+                "arms": {"minItems": 2, "maxItems": crate::service::experiments::MAX_ARMS},
+            }}),
+        ),
+        (
+            "ArmBody",
+            json!({"properties": {
+                "name": {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
+                "share": {"exclusiveMinimum": 0, "maximum": 1},
+            }}),
+        ),
+        (
             "ChatBody",
             json!({"properties": {
                 "conversation_id": {"pattern": no_control}, "session_id": {"pattern": no_control},
@@ -249,8 +263,16 @@ struct Spec {
     request: Option<RefOr<Schema>>,
     /// The status of success and its body's schema.
     success: (u16, RefOr<Schema>),
-    /// Query parameters: name, description.
-    query: &'static [(&'static str, &'static str)],
+    /// Query parameters.
+    query: &'static [Query],
+}
+
+/// An optional query parameter.
+struct Query {
+    name: &'static str,
+    description: &'static str,
+    /// The values it takes; none: a boolean flag.
+    values: &'static [&'static str],
 }
 
 fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoipa::openapi::path::Operation {
@@ -277,14 +299,21 @@ fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoi
                 .schema(Some(schema)),
         );
     }
-    for (name, description) in spec.query {
+    for query in spec.query {
+        let schema = match query.values {
+            [] => Object::with_type(Type::Boolean),
+            values => utoipa::openapi::schema::ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(values.iter().copied()))
+                .build(),
+        };
         builder = builder.parameter(
             ParameterBuilder::new()
-                .name(*name)
+                .name(query.name)
                 .parameter_in(ParameterIn::Query)
                 .required(Required::False)
-                .description(Some(*description))
-                .schema(Some(Object::with_type(Type::Boolean))),
+                .description(Some(query.description))
+                .schema(Some(schema)),
         );
     }
     if let Some(request) = spec.request {
@@ -433,6 +462,26 @@ fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> Spec {
             None,
             (200, schemas.of::<AnyObject>()),
         ),
+        Endpoint::AdminExperiments if get => (
+            "Every A/B experiment with its figures, oldest first.",
+            None,
+            (200, schemas.of::<super::experiments::ExperimentList>()),
+        ),
+        Endpoint::AdminExperiments => (
+            "Create an A/B experiment: its id can then be used as a `model_id`.",
+            Some(schemas.of::<super::experiments::CreateExperimentBody>()),
+            (201, schemas.of::<crate::service::experiments::ExperimentReport>()),
+        ),
+        Endpoint::AdminExperiment => (
+            "An A/B experiment and, per arm, its counts, CTR and conversion rate with 95% intervals, and the difference to the control.",
+            None,
+            (200, schemas.of::<crate::service::experiments::ExperimentReport>()),
+        ),
+        Endpoint::AdminExperimentStop => (
+            "Stop an A/B experiment: every later request gets the control arm, and nothing more is counted.",
+            None,
+            (200, schemas.of::<crate::service::experiments::ExperimentReport>()),
+        ),
         Endpoint::CatalogTable if get => (
             "Every table with its inferred field types and its rows (items searchable now; for users, stored users).",
             None,
@@ -549,10 +598,17 @@ fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> Spec {
             (200, schemas.of::<crate::service::embed::Embedding>()),
         ),
     };
-    let query: &[(&str, &str)] = match endpoint {
-        Endpoint::CatalogItemNamed if *method == Method::DELETE => {
-            &[("purge", "Remove the item for good instead of marking it deleted.")]
-        }
+    let query: &[Query] = match endpoint {
+        Endpoint::CatalogItemNamed if *method == Method::DELETE => &[Query {
+            name: "purge",
+            description: "Remove the item for good instead of marking it deleted.",
+            values: &[],
+        }],
+        Endpoint::AdminExperiments | Endpoint::AdminExperiment if get => &[Query {
+            name: "scope",
+            description: "`node`: this node's counts only (by default a cluster's nodes' counts are summed).",
+            values: &["node"],
+        }],
         _ => &[],
     };
     Spec {
@@ -594,7 +650,10 @@ fn tag(endpoint: Endpoint) -> &'static str {
         | Endpoint::AdminStats
         | Endpoint::AdminRetrain
         | Endpoint::AdminCompact
-        | Endpoint::AdminBackup => "admin",
+        | Endpoint::AdminBackup
+        | Endpoint::AdminExperiments
+        | Endpoint::AdminExperiment
+        | Endpoint::AdminExperimentStop => "admin",
         Endpoint::CatalogTable
         | Endpoint::CatalogTableNamed
         | Endpoint::CatalogTableField
