@@ -2,6 +2,9 @@
 //! numbers for the ranking loop, which looks up every attribute of every candidate:
 //! comparing numbers there instead of strings spares a cache miss per key.
 //!
+//! Catalog field names are interned here too (`field:…`), for the business rules,
+//! which look up fields of every candidate.
+//!
 //! The table is process-wide and only grows; it holds one entry per distinct
 //! attribute value the catalog and the events have shown (a vocabulary, not a count
 //! of items).
@@ -38,6 +41,17 @@ pub fn intern(key: &str) -> AttributeId {
         .ids
         .entry(key.into())
         .or_insert_with(|| table.next.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The id of `key` if it was ever interned: a lookup that never grows the table (for
+/// names a request brings, which may be anything).
+pub fn interned(key: &str) -> Option<AttributeId> {
+    table().ids.get(key).map(|id| *id)
+}
+
+/// The key a catalog field's name is interned under (beside the attribute keys).
+pub fn field_key(name: &str) -> String {
+    format!("field:{name}")
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! availability, derived once from the stored row (and per request when the request
 //! overrides some of its fields).
 
+use compact_str::CompactString;
 use serde_json::{Map, Value};
 use smallvec::SmallVec;
 
-use super::attributes::{intern, AttributeId};
+use super::attributes::{field_key, intern, AttributeId};
 use super::live_state::{affinity_attributes, availability};
 
 /// Longest embedding taken from a catalog row (DESIGN: ≤ 1,024 floats).
@@ -26,9 +27,36 @@ pub struct ItemFeatures {
     pub available: Option<bool>,
     /// Soft-deleted (`is_deleted: true`): ranking leaves it out unless asked for it.
     pub deleted: bool,
-    /// The row's fields but its embedding (kept above as floats): what the business
-    /// rules test (`ranking::rules`).
-    pub fields: Map<String, Value>,
+    /// The row's fields but its embedding (kept above as floats), by interned name
+    /// ([`field_key`]) in id order: what the business rules test (`ranking::rules`).
+    /// The ids are searched inline, without a string compare or a pointer to chase;
+    /// `field_values[i]` is the value of `field_ids[i]`.
+    pub field_ids: SmallVec<[AttributeId; 16]>,
+    pub field_values: Vec<FieldValue>,
+}
+
+/// A field's value as the rules test it: short strings inline (no pointer to chase per
+/// candidate), arrays as their elements.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FieldValue {
+    Bool(bool),
+    Number(f64),
+    Text(CompactString),
+    List(Vec<FieldValue>),
+    /// `null`, an object, or a number past `f64`: present, equal to nothing.
+    Other,
+}
+
+impl From<&Value> for FieldValue {
+    fn from(value: &Value) -> FieldValue {
+        match value {
+            Value::Bool(flag) => FieldValue::Bool(*flag),
+            Value::Number(number) => number.as_f64().map_or(FieldValue::Other, FieldValue::Number),
+            Value::String(text) => FieldValue::Text(CompactString::from(text.as_str())),
+            Value::Array(values) => FieldValue::List(values.iter().map(FieldValue::from).collect()),
+            Value::Null | Value::Object(_) => FieldValue::Other,
+        }
+    }
 }
 
 impl ItemFeatures {
@@ -39,18 +67,27 @@ impl ItemFeatures {
             .filter(|values| !values.is_empty() && values.len() <= MAX_EMBEDDING)
             .and_then(|values| values.iter().map(|v| v.as_f64().map(|v| v as f32)).collect());
         let attributes = affinity_attributes(row);
+        let mut fields: Vec<(AttributeId, FieldValue)> = row
+            .iter()
+            .filter(|(name, _)| !EMBEDDING_FIELDS.contains(&name.as_str()))
+            .map(|(name, value)| (intern(&field_key(name)), FieldValue::from(value)))
+            .collect();
+        fields.sort_unstable_by_key(|(id, _)| *id);
         ItemFeatures {
             attribute_ids: attributes.iter().map(|attribute| intern(attribute)).collect(),
             attributes,
             embedding,
             available: availability(row),
             deleted: row.get("is_deleted") == Some(&Value::Bool(true)),
-            fields: row
-                .iter()
-                .filter(|(name, _)| !EMBEDDING_FIELDS.contains(&name.as_str()))
-                .map(|(name, value)| (name.clone(), value.clone()))
-                .collect(),
+            field_ids: fields.iter().map(|(id, _)| *id).collect(),
+            field_values: fields.into_iter().map(|(_, value)| value).collect(),
         }
+    }
+
+    /// The value of the field interned as `id` ([`field_key`]), if the row has it.
+    pub fn field(&self, id: AttributeId) -> Option<&FieldValue> {
+        let at = self.field_ids.binary_search(&id).ok()?;
+        self.field_values.get(at)
     }
 }
 

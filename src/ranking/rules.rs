@@ -24,11 +24,15 @@
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 
+use compact_str::CompactString;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, Value};
 
 use super::Candidate;
+use crate::domain::attributes::{field_key, interned, AttributeId};
+use crate::domain::item_features::FieldValue;
 
 /// The request (and models.toml) keys that hold rules.
 pub const RULE_FIELDS: [&str; 4] = ["exclude_ids", "filters", "boosts", "diversity"];
@@ -64,7 +68,7 @@ pub struct Rules {
 /// A test of a candidate, composable with `all`, `any` and `not`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Predicate {
-    Field { field: String, test: Test },
+    Field { field: FieldName, test: Test },
     All(Vec<Predicate>),
     Any(Vec<Predicate>),
     Not(Box<Predicate>),
@@ -73,10 +77,10 @@ pub enum Predicate {
 /// What a field's value is tested for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Test {
-    Eq(Value),
-    Ne(Value),
-    In(Vec<Value>),
-    Nin(Vec<Value>),
+    Eq(FieldValue),
+    Ne(FieldValue),
+    In(Vec<FieldValue>),
+    Nin(Vec<FieldValue>),
     Lt(Bound),
     Lte(Bound),
     Gt(Bound),
@@ -87,11 +91,58 @@ pub enum Test {
     Exists(bool),
 }
 
+/// A field a rule names, with the id its name is interned under in the catalog's
+/// features, once some item has it (looked up at the first use that finds it).
+#[derive(Debug)]
+pub struct FieldName {
+    pub name: String,
+    id: AtomicU32,
+}
+
+/// Not looked up yet, or no item had the field then.
+const UNRESOLVED: u32 = u32::MAX;
+
+impl FieldName {
+    pub fn new(name: String) -> FieldName {
+        FieldName {
+            name,
+            id: AtomicU32::new(UNRESOLVED),
+        }
+    }
+
+    /// The interned id of the name; `None` while no catalog row has had the field.
+    fn id(&self) -> Option<AttributeId> {
+        match self.id.load(AtomicOrdering::Relaxed) {
+            UNRESOLVED => {
+                let id = interned(&field_key(&self.name))?;
+                self.id.store(id, AtomicOrdering::Relaxed);
+                Some(id)
+            }
+            id => Some(id),
+        }
+    }
+}
+
+impl Clone for FieldName {
+    fn clone(&self) -> FieldName {
+        FieldName {
+            name: self.name.clone(),
+            id: AtomicU32::new(self.id.load(AtomicOrdering::Relaxed)),
+        }
+    }
+}
+
+impl PartialEq for FieldName {
+    fn eq(&self, other: &FieldName) -> bool {
+        self.name == other.name
+    }
+}
+
 /// The far side of an order comparison.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Bound {
     Number(f64),
-    Text(String),
+    Text(CompactString),
 }
 
 /// A score change for the items a predicate matches: `score × multiply + add`.
@@ -110,7 +161,7 @@ pub struct Boost {
 /// run out: the rule holds over every place up to `top_k`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diversity {
-    pub field: String,
+    pub field: FieldName,
     pub max_per_value: usize,
     pub top_k: Option<usize>,
 }
@@ -169,7 +220,7 @@ impl Rules {
             predicate.fields(&mut fields);
         }
         if let Some(diversity) = &self.diversity {
-            fields.push(diversity.field.as_str());
+            fields.push(diversity.field.name.as_str());
         }
         let mut seen = FxHashSet::default();
         fields.retain(|field| seen.insert(*field));
@@ -263,35 +314,36 @@ impl Diversity {
 }
 
 /// The values an item counts for in a diversity rule: each element of an array.
-fn value_keys(value: Option<&Value>) -> Vec<String> {
-    let key = |value: &Value| match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
+fn value_keys(value: Option<&FieldValue>) -> Vec<String> {
+    let key = |value: &FieldValue| match value {
+        FieldValue::Text(text) => Some(text.to_string()),
+        FieldValue::Number(number) => Some(number.to_string()),
+        FieldValue::Bool(flag) => Some(flag.to_string()),
+        FieldValue::List(_) | FieldValue::Other => None,
     };
     match value {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(values)) => values.iter().filter(|value| !value.is_null()).map(key).collect(),
-        Some(value) => vec![key(value)],
+        None => Vec::new(),
+        Some(FieldValue::List(values)) => values.iter().filter_map(key).collect(),
+        Some(value) => key(value).into_iter().collect(),
     }
 }
 
-/// A candidate's value of `name`: the virtual `id` and `available` (an item is
+/// A candidate's value of `field`: the virtual `id` and `available` (an item is
 /// available unless its catalog row says it cannot be had: `availability`, or a stored
 /// `available`, read as `ItemFeatures::available` reads them; an unknown item is), else
 /// the request's attribute, else the catalog's field.
-fn field<'c>(candidate: &'c Candidate, name: &str) -> Option<Cow<'c, Value>> {
+fn field<'c>(candidate: &'c Candidate, field: &FieldName) -> Option<Cow<'c, FieldValue>> {
     let features = candidate.features.as_deref();
-    match name {
-        "id" => Some(Cow::Owned(Value::String(candidate.id.clone()))),
+    match field.name.as_str() {
+        "id" => Some(Cow::Owned(FieldValue::Text(CompactString::from(candidate.id.as_str())))),
         "available" => {
             let available = features.is_none_or(|features| features.available != Some(false) && !features.deleted);
-            Some(Cow::Owned(Value::Bool(available)))
+            Some(Cow::Owned(FieldValue::Bool(available)))
         }
-        _ => candidate
-            .attributes
-            .get(name)
-            .or_else(|| features?.fields.get(name))
-            .map(Cow::Borrowed),
+        name => match candidate.attributes.get(name) {
+            Some(value) => Some(Cow::Owned(FieldValue::from(value))),
+            None => features?.field(field.id()?).map(Cow::Borrowed),
+        },
     }
 }
 
@@ -307,7 +359,7 @@ impl Predicate {
 
     fn fields<'r>(&'r self, out: &mut Vec<&'r str>) {
         match self {
-            Predicate::Field { field, .. } => out.push(field),
+            Predicate::Field { field, .. } => out.push(&field.name),
             Predicate::All(predicates) | Predicate::Any(predicates) => {
                 predicates.iter().for_each(|predicate| predicate.fields(out))
             }
@@ -318,11 +370,11 @@ impl Predicate {
 
 impl Test {
     /// Whether a field's value (`None`: the item has no such field) passes.
-    fn holds(&self, value: Option<&Value>) -> bool {
+    fn holds(&self, value: Option<&FieldValue>) -> bool {
         match self {
             Test::Ne(wanted) => !any_element(value, |v| same(v, wanted)),
             Test::Nin(wanted) => !any_element(value, |v| wanted.iter().any(|w| same(v, w))),
-            Test::Exists(wanted) => value.is_some_and(|value| !value.is_null()) == *wanted,
+            Test::Exists(wanted) => value.is_some() == *wanted,
             Test::Eq(wanted) => any_element(value, |v| same(v, wanted)),
             Test::In(wanted) => any_element(value, |v| wanted.iter().any(|w| same(v, w))),
             Test::Lt(bound) => any_element(value, |v| bound.compare(v) == Some(Ordering::Less)),
@@ -342,28 +394,31 @@ impl Test {
 }
 
 /// Whether `value`, or any of its elements when it is an array, passes `test`.
-fn any_element(value: Option<&Value>, test: impl Fn(&Value) -> bool) -> bool {
+fn any_element(value: Option<&FieldValue>, test: impl Fn(&FieldValue) -> bool) -> bool {
     match value {
         None => false,
-        Some(Value::Array(values)) => values.iter().any(test),
+        Some(FieldValue::List(values)) => values.iter().any(test),
         Some(value) => test(value),
     }
 }
 
-/// Equality as a shop means it: numbers by value (2 = 2.0), everything else exactly.
-fn same(a: &Value, b: &Value) -> bool {
+/// Equality as a shop means it: numbers by value (2 = 2.0), strings and booleans
+/// exactly; nothing equals an array, an object or null.
+fn same(a: &FieldValue, b: &FieldValue) -> bool {
     match (a, b) {
-        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-        _ => a == b,
+        (FieldValue::Number(a), FieldValue::Number(b)) => a == b,
+        (FieldValue::Text(a), FieldValue::Text(b)) => a == b,
+        (FieldValue::Bool(a), FieldValue::Bool(b)) => a == b,
+        _ => false,
     }
 }
 
 impl Bound {
     /// How `value` compares to the bound (`value` on the left); `None` across types.
-    fn compare(&self, value: &Value) -> Option<Ordering> {
+    fn compare(&self, value: &FieldValue) -> Option<Ordering> {
         match (self, value) {
-            (Bound::Number(bound), Value::Number(value)) => value.as_f64()?.partial_cmp(bound),
-            (Bound::Text(bound), Value::String(value)) => Some(value.as_str().cmp(bound.as_str())),
+            (Bound::Number(bound), FieldValue::Number(value)) => value.partial_cmp(bound),
+            (Bound::Text(bound), FieldValue::Text(value)) => Some(value.as_str().cmp(bound.as_str())),
             _ => None,
         }
     }
@@ -460,11 +515,13 @@ fn comparison(object: &Map<String, Value>, at: &str) -> Result<Predicate, RuleEr
     let value = object.get("value");
     let need = |what: &str| RuleError(format!("{at}.value must be {what} for \"{op}\""));
     let scalar = || match value {
-        Some(value @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => Ok(value.clone()),
+        Some(value @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => Ok(FieldValue::from(value)),
         _ => Err(need("a string, number or boolean")),
     };
     let list = || match value {
-        Some(Value::Array(values)) if values.iter().all(|v| !v.is_array() && !v.is_object()) => Ok(values.clone()),
+        Some(Value::Array(values)) if values.iter().all(|v| !v.is_array() && !v.is_object()) => {
+            Ok(values.iter().map(FieldValue::from).collect())
+        }
         _ => Err(need("an array of strings, numbers or booleans")),
     };
     let bound = |value: Option<&Value>| match value {
@@ -472,7 +529,7 @@ fn comparison(object: &Map<String, Value>, at: &str) -> Result<Predicate, RuleEr
             .as_f64()
             .map(Bound::Number)
             .ok_or_else(|| need("a number or a string")),
-        Some(Value::String(text)) => Ok(Bound::Text(text.clone())),
+        Some(Value::String(text)) => Ok(Bound::Text(CompactString::from(text.as_str()))),
         _ => Err(need("a number or a string")),
     };
     let test = match op.as_str() {
@@ -501,7 +558,10 @@ fn comparison(object: &Map<String, Value>, at: &str) -> Result<Predicate, RuleEr
         },
         _ => return Err(RuleError(format!("{at}.op {op:?} is not one of {OPS}"))),
     };
-    Ok(Predicate::Field { field, test })
+    Ok(Predicate::Field {
+        field: FieldName::new(field),
+        test,
+    })
 }
 
 fn boost(value: &Value, at: &str, budget: &mut usize) -> Result<Boost, RuleError> {
@@ -552,7 +612,7 @@ fn parse_diversity(value: &Value) -> Result<Diversity, RuleError> {
     let max_per_value =
         positive("max_per_value")?.ok_or_else(|| RuleError("diversity.max_per_value is required".into()))?;
     Ok(Diversity {
-        field,
+        field: FieldName::new(field),
         max_per_value,
         top_k: positive("top_k")?,
     })
