@@ -155,9 +155,23 @@ fn a_genre_session_is_ranked_by_tuned_weights_and_explained_feature_by_feature()
             .iter()
             .find(|item| in_genres(&movies, item, genres))
             .expect("one of the genre");
+        // Affinity comes by attribute (`affinity:group:Children`): the genre is among them.
+        let explanation = leader["explanation"].as_object().unwrap();
+        let part = |prefix: &str| -> f64 {
+            explanation
+                .iter()
+                .filter(|(name, _)| name.as_str() == prefix || name.starts_with(&format!("{prefix}:")))
+                .map(|(_, value)| value.as_f64().unwrap())
+                .sum()
+        };
         for feature in ["affinity", "covisit"] {
-            let contribution = leader["explanation"][feature].as_f64().unwrap_or(0.0);
-            assert!(contribution > 0.0, "{sid}: {feature} explains {leader}");
+            assert!(part(feature) > 0.0, "{sid}: {feature} explains {leader}");
         }
+        assert!(
+            genres
+                .iter()
+                .any(|genre| part(&format!("affinity:group:{genre}")) > 0.0),
+            "{sid}: the genre's affinity explains {leader}"
+        );
     }
 }

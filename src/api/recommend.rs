@@ -20,13 +20,13 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         Some(body) => body,
         None => checked(request.json_value()?)?,
     };
-    let explain = body.explain;
     let recommendation = state.services.recommend(body).await?;
+    let mut explanations = recommendation.explanations.into_iter().flatten();
     let items = recommendation
         .items
         .into_iter()
         .map(|item| RankedItem {
-            explanation: explain.then(|| explanation(&item.explanation())),
+            explanation: explanations.next().as_ref().map(explanation),
             id: item.id,
             score: item.score,
             attributes: item.echoed,
@@ -219,7 +219,7 @@ struct RankedItem {
 pub(super) fn explanation(explanation: &Explanation) -> BTreeMap<String, f32> {
     explanation
         .iter()
-        .map(|&(name, contribution)| (name.to_owned(), contribution as f32))
+        .map(|(name, contribution)| (name.to_string(), *contribution as f32))
         .collect()
 }
 

@@ -4,7 +4,7 @@
 use rustc_hash::FxHashMap;
 
 use super::trained::{covisit_key, ItemIndex, Trained};
-use super::{Candidate, Feature, FeatureVector, RankContext, Signals, FEATURES};
+use super::{Candidate, Feature, FeatureVector, RankContext, FEATURES};
 use crate::domain::attributes::AttributeId;
 
 /// A user's long-term affinity counts this much of a session's.
@@ -51,7 +51,7 @@ pub fn feature_vectors(
         }
     }
     if needed[Feature::Affinity as usize] {
-        let affinity = combined_affinity(context.session.as_deref(), context.user.as_deref());
+        let affinity = affinity_by_attribute(context);
         if !affinity.is_empty() {
             fill(Feature::Affinity, &|i| {
                 candidates[i].features.as_ref().map_or(0.0, |features| {
@@ -100,11 +100,13 @@ fn session_prefix(trained: &Trained, context: &RankContext) -> Vec<ItemIndex> {
     recent.iter().filter_map(|id| trained.items.get(id)).collect()
 }
 
-/// The session's affinities (as of its newest event) as shares of their total plus
-/// the user's (as of theirs), weighted by [`USER_AFFINITY_WEIGHT`], by interned key:
+/// The affinity to each attribute: the session's affinities (as of its newest event)
+/// as shares of their total plus the user's (as of theirs), weighted by
+/// [`USER_AFFINITY_WEIGHT`], by interned key:
 /// one hash lookup of a number per candidate attribute (this runs for every key of
 /// every candidate, so it is the hot loop of a ranking request).
-fn combined_affinity(session: Option<&Signals>, user: Option<&Signals>) -> FxHashMap<AttributeId, f64> {
+pub fn affinity_by_attribute(context: &RankContext) -> FxHashMap<AttributeId, f64> {
+    let (session, user) = (context.session.as_deref(), context.user.as_deref());
     let mut combined = FxHashMap::default();
     for (signals, weight) in [(session, 1.0), (user, USER_AFFINITY_WEIGHT)] {
         let Some(signals) = signals else { continue };

@@ -24,12 +24,14 @@ pub mod rules;
 pub mod trained;
 pub mod tuning;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, Value};
 
+use crate::domain::attributes::AttributeId;
 pub use crate::domain::item_features::ItemFeatures;
 pub use crate::domain::signals::Signals;
 pub use components::feature_vectors;
@@ -201,7 +203,42 @@ pub struct Ranked {
 }
 
 /// Why an item scored what it did: named contributions that sum to its score.
-pub type Explanation = Vec<(&'static str, f64)>;
+pub type Explanation = Vec<(Cow<'static, str>, f64)>;
+
+/// The affinity of the session and user to each attribute, as the affinity feature
+/// sums it per candidate ([`explain_affinity`]).
+pub use components::affinity_by_attribute;
+
+/// Splits an explanation's `affinity` part among the candidate's attributes in
+/// proportion to the session's and user's affinity to each (`affinity` as
+/// [`affinity_by_attribute`] gives it): `affinity:group:Sale`, `affinity:tag:family`.
+/// The parts still sum to the score; an attribute without affinity gets no part.
+pub fn explain_affinity(explanation: &mut Explanation, candidate: &Candidate, affinity: &FxHashMap<AttributeId, f64>) {
+    let Some(at) = explanation
+        .iter()
+        .position(|(name, _)| name == Feature::Affinity.name())
+    else {
+        return;
+    };
+    let Some(features) = candidate.features.as_deref() else {
+        return;
+    };
+    let shares: Vec<(&String, f64)> = features
+        .attributes
+        .iter()
+        .zip(&features.attribute_ids)
+        .filter_map(|(name, id)| Some((name, *affinity.get(id)?)))
+        .filter(|(_, share)| *share > 0.0)
+        .collect();
+    let total: f64 = shares.iter().map(|(_, share)| share).sum();
+    if total <= 0.0 {
+        return;
+    }
+    let (_, contribution) = explanation.remove(at);
+    for (name, share) in shares {
+        explanation.push((Cow::Owned(format!("affinity:{name}")), contribution * share / total));
+    }
+}
 
 /// The model every contribution goes to when a model has no features.
 const WHOLE_MODEL: &str = "model";
@@ -213,7 +250,7 @@ impl Ranked {
     pub fn explanation(&self) -> Explanation {
         let mut explanation = self.model_explanation();
         if self.boost != 0.0 {
-            explanation.push((rules::BOOST, f64::from(self.boost)));
+            explanation.push((Cow::Borrowed(rules::BOOST), f64::from(self.boost)));
         }
         explanation
     }
@@ -225,11 +262,11 @@ impl Ranked {
                 .iter()
                 .map(|&feature| {
                     let index = feature as usize;
-                    (feature.name(), weights[index] * features[index] as f64)
+                    (Cow::Borrowed(feature.name()), weights[index] * features[index] as f64)
                 })
                 .filter(|(_, contribution)| *contribution != 0.0)
                 .collect(),
-            _ => vec![(WHOLE_MODEL, f64::from(self.score - self.boost))],
+            _ => vec![(Cow::Borrowed(WHOLE_MODEL), f64::from(self.score - self.boost))],
         }
     }
 }

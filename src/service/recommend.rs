@@ -15,7 +15,9 @@ use crate::domain::{ItemFeatures, LiveStateId, Signals};
 use crate::experiments::Assignment;
 use crate::ranking::rules::VIRTUAL_FIELDS;
 pub use crate::ranking::Candidate;
-use crate::ranking::{rank, Model, RankContext, Ranked, Rules, ShownRecord};
+use crate::ranking::{
+    affinity_by_attribute, explain_affinity, rank, Explanation, Model, RankContext, Ranked, Rules, ShownRecord,
+};
 
 /// Recent items whose embeddings make the profile vector.
 const PROFILE_ITEMS: usize = 10;
@@ -48,6 +50,8 @@ pub struct Recommendation {
     pub items: Vec<Ranked>,
     /// When `model_id` named an experiment: its id and the arm that ranked.
     pub experiment: Option<ExperimentArm>,
+    /// With `explain`: each item's explanation, affinity split by attribute.
+    pub explanations: Option<Vec<Explanation>>,
 }
 
 /// The experiment a response was ranked in, and the arm (the response's `experiment`).
@@ -85,10 +89,22 @@ impl Services {
         let items = rank(model.as_ref(), &context, &candidates, request.limit, &stack)?;
         let rec_id = self.served(assignment.as_ref(), items.len());
         self.record_shown(&rec_id, &model_id, &context, &items);
+        let explanations = request.explain.then(|| {
+            let affinity = affinity_by_attribute(&context);
+            items
+                .iter()
+                .map(|item| {
+                    let mut explanation = item.explanation();
+                    explain_affinity(&mut explanation, &candidates[item.index], &affinity);
+                    explanation
+                })
+                .collect()
+        });
         Ok(Recommendation {
             rec_id,
             items,
             experiment: assignment.map(ExperimentArm::from),
+            explanations,
         })
     }
 

@@ -18,6 +18,7 @@
 //! 1/(1 + rank), of those given). Ids the catalog does not know are kept and
 //! ranked by their retrieval metadata alone.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -29,7 +30,10 @@ use super::{ServiceError, Services};
 use crate::config::SearchConfig;
 use crate::embed::Lane;
 use crate::ranking::rules::{self, Rules};
-use crate::ranking::{feature_vectors, Candidate, Explanation, Feature, FeatureVector, Placed, FEATURES};
+use crate::ranking::{
+    affinity_by_attribute, explain_affinity, feature_vectors, Candidate, Explanation, Feature, FeatureVector, Placed,
+    FEATURES,
+};
 use crate::search::TextHit;
 
 /// How many times wider the pool of text matches is when rules filter it.
@@ -164,6 +168,10 @@ impl Services {
         };
         let query_vector = self.query_vector(&request.query, &candidates).await;
         let parts = blend_parts(config, &hits, &candidates, &vectors, query_vector.as_deref());
+        let affinity = match request.explain {
+            true => affinity_by_attribute(&context),
+            false => Default::default(),
+        };
         let scores: Vec<f32> = parts
             .iter()
             .map(|parts| parts.iter().map(|(_, part)| part).sum())
@@ -183,7 +191,11 @@ impl Services {
                 table: hit.table.clone(),
                 score,
                 row,
-                explanation: request.explain.then(|| explanation(&parts[index], boost)),
+                explanation: request.explain.then(|| {
+                    let mut explanation = explanation(&parts[index], boost);
+                    explain_affinity(&mut explanation, &candidates[index], &affinity);
+                    explanation
+                }),
             });
             if found.len() == request.limit {
                 break;
@@ -311,7 +323,7 @@ fn explanation(parts: &[(&'static str, f32)], boost: f32) -> Explanation {
         .iter()
         .chain([(rules::BOOST, boost)].iter())
         .filter(|(_, part)| *part != 0.0)
-        .map(|&(name, part)| (name, f64::from(part)))
+        .map(|&(name, part)| (Cow::Borrowed(name), f64::from(part)))
         .collect()
 }
 
