@@ -188,24 +188,12 @@ impl Rules {
             rules.exclude_ids = exclude_ids(ids)?;
         }
         if let Some(filters) = given("filters") {
-            let Value::Array(filters) = filters else {
-                return Err(RuleError("\"filters\" must be an array of predicates".into()));
-            };
-            rules.filters = filters
-                .iter()
-                .enumerate()
-                .map(|(i, filter)| predicate(filter, &format!("filters[{i}]"), 0, &mut budget))
-                .collect::<Result<_, _>>()?;
+            rules.filters = each(filters, "filters", "predicates", |filter, at| {
+                predicate(filter, at, 0, &mut budget)
+            })?;
         }
         if let Some(boosts) = given("boosts") {
-            let Value::Array(boosts) = boosts else {
-                return Err(RuleError("\"boosts\" must be an array of objects".into()));
-            };
-            rules.boosts = boosts
-                .iter()
-                .enumerate()
-                .map(|(i, boost_value)| boost(boost_value, &format!("boosts[{i}]"), &mut budget))
-                .collect::<Result<_, _>>()?;
+            rules.boosts = each(boosts, "boosts", "objects", |value, at| boost(value, at, &mut budget))?;
         }
         if let Some(value) = given("diversity") {
             rules.diversity = Some(parse_diversity(value)?);
@@ -422,6 +410,24 @@ impl Bound {
             _ => None,
         }
     }
+}
+
+/// `parse` of each element of the array `value` (the rule list `name`), with its place
+/// (`filters[2]`); an error when `value` is no array of `what`.
+fn each<T>(
+    value: &Value,
+    name: &str,
+    what: &str,
+    mut parse: impl FnMut(&Value, &str) -> Result<T, RuleError>,
+) -> Result<Vec<T>, RuleError> {
+    let Value::Array(values) = value else {
+        return Err(RuleError(format!("\"{name}\" must be an array of {what}")));
+    };
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, value)| parse(value, &format!("{name}[{i}]")))
+        .collect()
 }
 
 fn exclude_ids(value: &Value) -> Result<FxHashSet<String>, RuleError> {
