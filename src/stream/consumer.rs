@@ -14,7 +14,10 @@ use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{client_config, EventProducer, SharedStats, StreamError, ERROR_HEADER, FORMAT_HEADER, INTERNAL_FORMAT};
+use super::{
+    client_config, EventProducer, SharedStats, StreamError, ERROR_HEADER, FORMAT_HEADER, INTERNAL_FORMAT,
+    INTERNAL_PREFIX,
+};
 use crate::config::{EventFormat, KafkaConfig};
 use crate::domain::event::{decode_engagement, decode_v1, Event};
 use crate::engine::Engine;
@@ -382,13 +385,19 @@ async fn next_batch(
 /// recognised as the same event.
 pub(super) fn decode(message: &OwnedMessage, format: EventFormat) -> Result<Event, String> {
     let payload = message.payload().ok_or("the message has no payload")?;
-    let internal = message.headers().is_some_and(|headers| {
-        headers
-            .iter()
-            .any(|h| h.key == FORMAT_HEADER && h.value == Some(INTERNAL_FORMAT.as_bytes()))
-    });
-    if internal {
-        return serde_json::from_slice(payload).map_err(|error| format!("undecodable internal event: {error}"));
+    let internal = match payload.strip_prefix(INTERNAL_PREFIX) {
+        Some(event) => Some(event),
+        None => message
+            .headers()
+            .is_some_and(|headers| {
+                headers
+                    .iter()
+                    .any(|h| h.key == FORMAT_HEADER && h.value == Some(INTERNAL_FORMAT.as_bytes()))
+            })
+            .then_some(payload),
+    };
+    if let Some(event) = internal {
+        return serde_json::from_slice(event).map_err(|error| format!("undecodable internal event: {error}"));
     }
     let value = serde_json::from_slice(payload).map_err(|error| format!("not JSON: {error}"))?;
     let position_id = || format!("kafka:{}:{}:{}", message.topic(), message.partition(), message.offset());
@@ -519,4 +528,60 @@ async fn check_partitions(consumer: &ShardConsumer, topic: &str, shards: u16) ->
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rdkafka::message::{Header, OwnedHeaders, Timestamp};
+    use serde_json::json;
+
+    use super::*;
+
+    fn message(payload: Vec<u8>, headers: Option<OwnedHeaders>) -> OwnedMessage {
+        OwnedMessage::new(
+            Some(payload),
+            None,
+            "events".into(),
+            Timestamp::NotAvailable,
+            3,
+            41,
+            headers,
+        )
+    }
+
+    /// A REST event as the producer writes it, its body in the topic's own format
+    /// (which would decode differently: no `ingest_timestamp`, an id from its position).
+    fn rest_event() -> Event {
+        let value = json!({"type": "click", "uid": "u", "item_id": "i", "click_type": "tile",
+                           "original_timestamp": 1_700_000_000_000_i64});
+        let mut event = decode_v1(value, 1_700_000_000_500, || "rest-7".into()).expect("a valid click");
+        event.ingest_timestamp = 1_700_000_000_123;
+        event
+    }
+
+    #[test]
+    fn the_internal_encoding_is_known_by_its_prefix_and_by_the_older_header() {
+        let event = rest_event();
+        let mut prefixed = INTERNAL_PREFIX.to_vec();
+        serde_json::to_writer(&mut prefixed, &event).unwrap();
+        assert_eq!(decode(&message(prefixed, None), EventFormat::Event), Ok(event.clone()));
+
+        let headers = OwnedHeaders::new().insert(Header {
+            key: FORMAT_HEADER,
+            value: Some(INTERNAL_FORMAT),
+        });
+        let older = message(serde_json::to_vec(&event).unwrap(), Some(headers));
+        assert_eq!(decode(&older, EventFormat::Event), Ok(event));
+    }
+
+    #[test]
+    fn a_producers_json_is_decoded_in_the_topics_format() {
+        let body = json!({"type": "click", "uid": "u", "item_id": "i", "click_type": "tile",
+                          "original_timestamp": 1_700_000_000_000_i64});
+        let decoded = decode(&message(serde_json::to_vec(&body).unwrap(), None), EventFormat::Event).unwrap();
+        assert_eq!(decoded.id, "kafka:events:3:41");
+        assert!(decode(&message(b"\0rs1 not json".to_vec(), None), EventFormat::Event)
+            .unwrap_err()
+            .starts_with("undecodable internal event"));
+    }
 }

@@ -26,7 +26,16 @@ use crate::config::KafkaConfig;
 
 /// Header naming why a message was dead-lettered.
 pub const ERROR_HEADER: &str = "rankstream-error";
-/// Header marking a message as rankstream's own event encoding (REST events).
+/// The bytes that begin rankstream's own event encoding (REST events), before the
+/// serialized internal `Event`. No JSON text begins with a NUL, so a producer's own
+/// messages can never be taken for them.
+///
+/// A prefix and not a header: the sqlite tansu broker looks a fetched message's
+/// headers up by scanning every header it holds, so a header on every event made each
+/// fetch cost as much as the topic's length (a 100k-event shard could not be filled).
+pub const INTERNAL_PREFIX: &[u8] = b"\0rs1";
+/// Header that marked the internal encoding before [`INTERNAL_PREFIX`]; messages
+/// written then still carry it and are still read.
 pub const FORMAT_HEADER: &str = "rankstream-format";
 /// Value of [`FORMAT_HEADER`] for a serialized internal `Event`.
 pub const INTERNAL_FORMAT: &str = "event-v1-internal";

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders, ToBytes};
+use rdkafka::message::{OwnedHeaders, ToBytes};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
-use super::{client_config, StreamError, FORMAT_HEADER, INTERNAL_FORMAT};
+use super::{client_config, StreamError, INTERNAL_PREFIX};
 use crate::config::KafkaConfig;
 use crate::domain::event::Event;
 use crate::topology::shard_for;
@@ -96,16 +96,12 @@ impl EventProducer {
     pub async fn produce(&self, events: &[Event]) -> Result<(), StreamError> {
         let sends = events.iter().map(|event| async move {
             let key = event.routing_key();
-            let payload = serde_json::to_vec(event).expect("events serialize");
-            let headers = OwnedHeaders::new().insert(Header {
-                key: FORMAT_HEADER,
-                value: Some(INTERNAL_FORMAT),
-            });
+            let mut payload = INTERNAL_PREFIX.to_vec();
+            serde_json::to_writer(&mut payload, event).expect("events serialize");
             let record = FutureRecord::to(&self.topic)
                 .key(key)
                 .payload(&payload)
-                .partition(i32::from(shard_for(key.as_bytes(), self.shards)))
-                .headers(headers);
+                .partition(i32::from(shard_for(key.as_bytes(), self.shards)));
             self.producer.send(record).await
         });
         for result in join_all(sends).await {
