@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use actix::{Actor, ActorContext, Context, Handler, Message, Recipient};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::signal_board::SignalBoard;
 use crate::domain::event::{Event, SequencedEvent};
@@ -241,9 +241,9 @@ pub enum KeyMessage {
     /// signals ranking needs) and sent by the closure on the reader's channel.
     Read(Box<dyn FnOnce(&LiveState) + Send>),
     /// Persist if changed.
-    Persist(oneshot::Sender<Result<(), StorageError>>),
+    Persist(Persisted),
     /// Persist and stop; on a failure, answer it and stay live (nothing is lost).
-    Passivate(oneshot::Sender<Result<(), StorageError>>),
+    Passivate(Persisted),
     /// Delete the persisted state and stop; answers with the final state. On a
     /// failure, answer it and stay live.
     Wipe(oneshot::Sender<Result<LiveState, StorageError>>),
@@ -251,6 +251,22 @@ pub enum KeyMessage {
 
 impl Message for KeyMessage {
     type Result = ();
+}
+
+/// Where a live actor answers that it persisted. One channel gathers the answers of
+/// every actor asked at once (a checkpoint, or a shard handed off, asks 100k of them:
+/// a oneshot each, joined, cost more than the persisting), each tagged with the
+/// actor's place in the request. An actor that stopped before it got the message
+/// drops it, and with it its sender: the channel ends once every actor answered.
+pub struct Persisted {
+    pub index: usize,
+    pub to: mpsc::UnboundedSender<(usize, Result<(), StorageError>)>,
+}
+
+impl Persisted {
+    fn send(self, persisted: Result<(), StorageError>) {
+        let _ = self.to.send((self.index, persisted));
+    }
 }
 
 impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
@@ -301,16 +317,14 @@ impl<K: LiveKind> Handler<KeyMessage> for LiveActor<K> {
                 drop(done);
             }
             KeyMessage::Read(read) => read(&self.state),
-            KeyMessage::Persist(reply) => {
-                let _ = reply.send(self.persist());
-            }
+            KeyMessage::Persist(reply) => reply.send(self.persist()),
             KeyMessage::Passivate(reply) => {
                 let persisted = self.persist();
                 if persisted.is_ok() {
                     self.withdraw();
                     context.stop();
                 }
-                let _ = reply.send(persisted);
+                reply.send(persisted);
             }
             KeyMessage::Wipe(reply) => {
                 if let Err(error) = self.storage.delete(Cf::State, &K::state_key(self.shard, &self.key)) {

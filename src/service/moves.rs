@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use tokio::sync::{mpsc, watch};
@@ -176,12 +176,15 @@ impl Mover {
 
     /// Steps 2 to 4 of a hand-off; answers the partitions' next offsets.
     async fn hand_off(&self, shard: ShardId, epoch: u64) -> Result<Vec<(String, i64)>, String> {
+        let started = Instant::now();
         let _fence = self.engine.fence(shard).await.map_err(|error| error.to_string())?;
+        let fenced = Instant::now();
         let export = self
             .engine
             .export_shard(shard)
             .await
             .map_err(|error| error.to_string())?;
+        let exported = Instant::now();
         let mut offsets = Vec::new();
         for input in &self.kafka.inputs {
             let next = self
@@ -193,6 +196,7 @@ impl Mover {
         changelog::release(&self.producer, &self.kafka.changelog_topic, shard, epoch, &export)
             .await
             .map_err(|error| error.to_string())?;
+        let produced = Instant::now();
         let mut held = self.held.lock().await;
         let mut after = held.clone();
         after.remove(&shard);
@@ -201,6 +205,15 @@ impl Mover {
             .await
             .map_err(|error| error.to_string())?;
         *held = after;
+        tracing::info!(
+            shard,
+            entries = export.state.len() + export.event_ids.len(),
+            fence_ms = millis(fenced - started),
+            export_ms = millis(exported - fenced),
+            produce_ms = millis(produced - exported),
+            forget_ms = millis(produced.elapsed()),
+            "shard state handed off"
+        );
         Ok(offsets)
     }
 
@@ -228,17 +241,31 @@ impl Mover {
 
     /// Reads the hand-off and stores it with the record of held shards.
     async fn take_over(&self, shard: ShardId, epoch: u64) -> Result<(), String> {
+        let started = Instant::now();
         let export = changelog::restore(&self.kafka, shard, epoch, |_| {})
             .await
             .map_err(|error| error.to_string())?;
+        let read = Instant::now();
         let mut held = self.held.lock().await;
         let mut after = held.clone();
         after.insert(shard, epoch);
+        let entries = export.state.len() + export.event_ids.len();
         self.engine
             .import_shard(shard, export, &after)
             .await
             .map_err(|error| error.to_string())?;
         *held = after;
+        tracing::info!(
+            shard,
+            entries,
+            read_ms = millis(read - started),
+            import_ms = millis(read.elapsed()),
+            "shard state taken over"
+        );
         Ok(())
     }
+}
+
+fn millis(duration: Duration) -> u64 {
+    duration.as_millis() as u64
 }

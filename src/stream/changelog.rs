@@ -171,20 +171,13 @@ pub async fn restore(
     epoch: u64,
     progress: impl Fn(usize),
 ) -> Result<ShardExport, StreamError> {
-    // Where the hand-off begins: named by its `released` marker, which is the last
-    // message of the partition once the hand-off is complete.
+    // Read from the partition's last message on. A node that looks before the hand-off
+    // is written (the usual case: both nodes follow the same topology) reads it as it
+    // comes; one that finds its `released` marker already written reads it again from
+    // the `begin` the marker names, once.
     let mut reader = Reader::new(config, shard, Offset::OffsetTail(1))?;
-    let begin = loop {
-        let (kind, _, payload) = reader.next().await;
-        if kind == b"released" {
-            match serde_json::from_slice::<Marker>(&payload) {
-                Ok(marker) if marker.epoch == epoch => break marker.begin.map_or(Offset::Beginning, Offset::Offset),
-                _ => continue,
-            }
-        }
-    };
-    let mut reader = Reader::new(config, shard, begin)?;
     let mut export: Option<ShardExport> = None;
+    let mut reread_from = None;
     loop {
         let (kind, _, payload) = reader.next().await;
         match kind.as_slice() {
@@ -201,6 +194,10 @@ pub async fn restore(
                     continue;
                 }
                 let Some(mut done) = export.take() else {
+                    if reread_from != Some(marker.begin) {
+                        reread_from = Some(marker.begin);
+                        reader.seek(marker.begin.map_or(Offset::Beginning, Offset::Offset))?;
+                    }
                     continue;
                 };
                 let read = done.state.len() + done.event_ids.len();
@@ -232,6 +229,7 @@ pub async fn restore(
 /// Reads one changelog partition from an offset on, message by message.
 struct Reader {
     consumer: StreamConsumer,
+    topic: String,
     shard: ShardId,
 }
 
@@ -242,10 +240,20 @@ impl Reader {
             .set("enable.auto.commit", "false")
             .set("fetch.wait.max.ms", "50")
             .create()?;
+        let reader = Reader {
+            consumer,
+            topic: config.changelog_topic.clone(),
+            shard,
+        };
+        reader.seek(from)?;
+        Ok(reader)
+    }
+
+    /// Reads on from `from` (messages fetched before are dropped).
+    fn seek(&self, from: Offset) -> Result<(), StreamError> {
         let mut assignment = TopicPartitionList::new();
-        assignment.add_partition_offset(&config.changelog_topic, i32::from(shard), from)?;
-        consumer.assign(&assignment)?;
-        Ok(Reader { consumer, shard })
+        assignment.add_partition_offset(&self.topic, i32::from(self.shard), from)?;
+        Ok(self.consumer.assign(&assignment)?)
     }
 
     /// The next message's kind, key and payload, retrying while the broker fails.

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, ResponseFuture, WrapFuture};
 use futures::future::join_all;
 use lru::LruCache;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
-use super::super::live_actor::{load_state, KeyMessage, LiveActor, LiveKind, Outlets, Session, User};
+use super::super::live_actor::{load_state, KeyMessage, LiveActor, LiveKind, Outlets, Persisted, Session, User};
 use super::messages::{AdoptSession, PassivateKeys};
 use super::{decode_logged, ShardHost};
 use crate::domain::live_state::{DecayParams, LiveState};
@@ -84,12 +84,6 @@ impl Hosted for User {
     }
 }
 
-/// Why a live actor is stopped.
-enum StopReason {
-    Passivate,
-    Wipe(oneshot::Sender<Result<LiveState, StorageError>>),
-}
-
 impl ShardHost {
     /// Gives a message to a key's actor, starting it (from its persisted state)
     /// when it is not live, or holding the message while the key's actor stops.
@@ -104,7 +98,7 @@ impl ShardHost {
             match registry.live.pop(&key) {
                 Some(live) => {
                     // The stop goes on without its caller waiting for it.
-                    drop(self.stop::<K>(context, key, live.addr, StopReason::Wipe(reply)));
+                    self.wipe_live::<K>(context, key, live.addr, reply);
                 }
                 None => {
                     let _ = reply.send(self.wipe_stored::<K>(&key));
@@ -243,48 +237,82 @@ impl ShardHost {
         Ok(state)
     }
 
-    /// Stops a key's actor (passivation or wipe); its key's messages wait meanwhile.
-    /// An actor that could not persist (or delete) its state stays live. The receiver
-    /// is told once the actor stopped (or stayed).
-    fn stop<K: Hosted>(
+    /// Passivates these live actors at once: each persists its state and stops, and
+    /// their keys' messages wait meanwhile. An actor that could not persist stays live.
+    /// The receiver is told once every one stopped (or stayed).
+    fn passivate<K: Hosted>(
         &mut self,
         context: &mut Context<Self>,
-        key: String,
-        addr: Addr<LiveActor<K>>,
-        reason: StopReason,
+        actors: Vec<(String, Addr<LiveActor<K>>)>,
     ) -> oneshot::Receiver<()> {
-        let (told, done) = oneshot::channel();
-        K::registry(self).stopping.insert(key.clone(), Vec::new());
-        let stopped: futures::future::BoxFuture<'static, bool> = match reason {
-            StopReason::Passivate => {
-                crate::metrics::passivated(K::NAME);
-                let (reply, persisted) = oneshot::channel();
-                addr.do_send(KeyMessage::Passivate(reply));
-                Box::pin(async move { matches!(persisted.await, Ok(Ok(()))) })
+        let (to, mut answers) = mpsc::unbounded_channel();
+        for (index, (key, addr)) in actors.iter().enumerate() {
+            crate::metrics::passivated(K::NAME);
+            K::registry(self).stopping.insert(key.clone(), Vec::new());
+            addr.do_send(KeyMessage::Passivate(Persisted { index, to: to.clone() }));
+        }
+        drop(to);
+        let count = actors.len();
+        let answered = async move {
+            let mut persisted = vec![false; count];
+            while let Some((index, answer)) = answers.recv().await {
+                persisted[index] = answer.is_ok();
             }
-            StopReason::Wipe(caller) => {
-                let (reply, wiped) = oneshot::channel();
-                addr.do_send(KeyMessage::Wipe(reply));
-                Box::pin(async move {
-                    let result = wiped.await.unwrap_or(Err(StorageError::Closed));
-                    let stopped = result.is_ok();
-                    let _ = caller.send(result);
-                    stopped
-                })
-            }
+            persisted
         };
-        context.spawn(stopped.into_actor(self).map(move |stopped, host, context| {
-            let held = K::registry(host).stopping.remove(&key).unwrap_or_default();
-            if !stopped {
-                let last_used = host.clock.now_millis();
-                K::registry(host).live.push(key.clone(), Live { addr, last_used });
-            }
-            for message in held {
-                host.deliver::<K>(context, key.clone(), message);
+        let (told, done) = oneshot::channel();
+        context.spawn(answered.into_actor(self).map(move |persisted, host, context| {
+            for ((key, addr), stopped) in actors.into_iter().zip(persisted) {
+                host.stopped::<K>(context, key, addr, stopped);
             }
             let _ = told.send(());
         }));
         done
+    }
+
+    /// Wipes a live key: its actor deletes the persisted state and stops, and the
+    /// key's messages wait meanwhile; `caller` gets the final state. An actor that
+    /// could not delete stays live.
+    fn wipe_live<K: Hosted>(
+        &mut self,
+        context: &mut Context<Self>,
+        key: String,
+        addr: Addr<LiveActor<K>>,
+        caller: oneshot::Sender<Result<LiveState, StorageError>>,
+    ) {
+        K::registry(self).stopping.insert(key.clone(), Vec::new());
+        let (reply, wiped) = oneshot::channel();
+        addr.do_send(KeyMessage::Wipe(reply));
+        let wiped = async move {
+            let result = wiped.await.unwrap_or(Err(StorageError::Closed));
+            let stopped = result.is_ok();
+            let _ = caller.send(result);
+            stopped
+        };
+        context.spawn(
+            wiped
+                .into_actor(self)
+                .map(move |stopped, host, context| host.stopped::<K>(context, key, addr, stopped)),
+        );
+    }
+
+    /// A key's actor stopped (or, when `stopped` is false, stayed live): the messages
+    /// that waited for it go to its actor, or to a new one.
+    fn stopped<K: Hosted>(
+        &mut self,
+        context: &mut Context<Self>,
+        key: String,
+        addr: Addr<LiveActor<K>>,
+        stopped: bool,
+    ) {
+        let held = K::registry(self).stopping.remove(&key).unwrap_or_default();
+        if !stopped {
+            let last_used = self.clock.now_millis();
+            K::registry(self).live.push(key.clone(), Live { addr, last_used });
+        }
+        for message in held {
+            self.deliver::<K>(context, key.clone(), message);
+        }
     }
 
     /// Passivates least recently used actors while the shard holds too many.
@@ -303,25 +331,24 @@ impl ShardHost {
 
     fn passivate_lru<K: Hosted>(&mut self, context: &mut Context<Self>) {
         if let Some((key, live)) = K::registry(self).live.pop_lru() {
-            drop(self.stop::<K>(context, key, live.addr, StopReason::Passivate));
+            drop(self.passivate::<K>(context, vec![(key, live.addr)]));
         }
     }
 
-    /// Passivates the live actors of `keys` (every one when `None`); the receivers are
-    /// told once each stopped.
+    /// Passivates the live actors of `keys` (every one when `None`); the receiver is
+    /// told once all stopped.
     fn passivate_keys<K: Hosted>(
         &mut self,
         context: &mut Context<Self>,
         keys: Option<Vec<String>>,
-    ) -> Vec<oneshot::Receiver<()>> {
+    ) -> oneshot::Receiver<()> {
         let keys = keys.unwrap_or_else(|| K::registry(self).live.iter().map(|(key, _)| key.clone()).collect());
-        let mut stopped = Vec::new();
-        for key in keys {
-            if let Some(live) = K::registry(self).live.pop(&key) {
-                stopped.push(self.stop::<K>(context, key, live.addr, StopReason::Passivate));
-            }
-        }
-        stopped
+        let registry = K::registry(self);
+        let actors = keys
+            .into_iter()
+            .filter_map(|key| registry.live.pop(&key).map(|live| (key, live.addr)))
+            .collect();
+        self.passivate::<K>(context, actors)
     }
 
     /// Passivates actors idle longer than their TTL.
@@ -343,9 +370,9 @@ impl Handler<PassivateKeys> for ShardHost {
     fn handle(&mut self, PassivateKeys { sessions }: PassivateKeys, context: &mut Context<Self>) -> Self::Result {
         let mut stopped = Vec::new();
         if sessions.is_none() {
-            stopped.extend(self.passivate_keys::<User>(context, None));
+            stopped.push(self.passivate_keys::<User>(context, None));
         }
-        stopped.extend(self.passivate_keys::<Session>(context, sessions));
+        stopped.push(self.passivate_keys::<Session>(context, sessions));
         Box::pin(async move {
             join_all(stopped).await;
         })

@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 
 use actix::{Context, Handler, MessageResult, ResponseFuture};
-use futures::future::join_all;
-use tokio::sync::oneshot;
+use tokio::sync::mpsc;
 
-use super::super::live_actor::{completion, KeyMessage};
+use super::super::live_actor::{completion, KeyMessage, Persisted};
 use super::super::LiveStateError;
 use super::messages::{CheckpointMark, CheckpointPersist, NextSeq, Replay, TakeOver};
 use super::{decode_logged, ShardHost};
@@ -93,14 +92,14 @@ impl Handler<CheckpointPersist> for ShardHost {
     type Result = ResponseFuture<Result<BTreeMap<ShardId, u64>, LiveStateError>>;
 
     fn handle(&mut self, _: CheckpointPersist, _: &mut Context<Self>) -> Self::Result {
-        let mut persisted = Vec::new();
+        let (to, mut answers) = mpsc::unbounded_channel();
         let live = self.sessions.live.iter().map(|(_, live)| live.addr.clone().recipient());
         let live = live.chain(self.users.live.iter().map(|(_, live)| live.addr.clone().recipient()));
-        for actor in live.collect::<Vec<actix::Recipient<KeyMessage>>>() {
-            let (reply, done) = oneshot::channel();
-            actor.do_send(KeyMessage::Persist(reply));
-            persisted.push(done);
+        for (index, actor) in live.enumerate() {
+            let actor: actix::Recipient<KeyMessage> = actor;
+            actor.do_send(KeyMessage::Persist(Persisted { index, to: to.clone() }));
         }
+        drop(to);
         let mut held_back = self.unapplied.clone();
         let held = self
             .sessions
@@ -117,13 +116,9 @@ impl Handler<CheckpointPersist> for ShardHost {
             }
         }
         Box::pin(async move {
-            for outcome in join_all(persisted).await {
-                match outcome {
-                    Ok(Ok(())) => {}
-                    Ok(Err(error)) => return Err(error.into()),
-                    // An actor that stopped meanwhile persisted as it passivated.
-                    Err(_) => {}
-                }
+            // An actor that stopped meanwhile persisted as it passivated.
+            while let Some((_, persisted)) = answers.recv().await {
+                persisted?;
             }
             Ok(held_back)
         })
