@@ -252,6 +252,13 @@ pub struct SearchConfig {
     pub fuzzy_max_expansions: usize,
     /// Weight of a typo-tolerant match relative to an exact one.
     pub fuzzy_factor: f32,
+    /// Weight of a match of a word's stem only ("comedies" for "comedy") relative to
+    /// an exact one.
+    pub stem_factor: f32,
+    /// Rank by the BM25 text score alone: no stems, labels, prior, query reading or
+    /// personalization (the relevance suite's baseline).
+    #[serde(default)]
+    pub bm25_only: bool,
     /// BM25 weight of the title (`title` or `name`).
     pub title_boost: f32,
     /// BM25 weight of groups, genres and tags.
@@ -260,8 +267,11 @@ pub struct SearchConfig {
     pub body_boost: f32,
     /// Text matches considered for personalization: at least this many (4 × limit when larger).
     pub candidate_pool: usize,
-    /// Weight of the text score (scaled so the best match has 1).
+    /// Weight of the text score: how much of the query an item covers, in [0, 1].
     pub text_weight: f32,
+    /// Weight of the item's prior (its popularity, scaled to [0, 1] on a log scale, and
+    /// availability), which decides between items that cover the query equally.
+    pub prior_weight: f32,
     /// Weight of co-visitation with the session's items.
     pub covisit_weight: f32,
     /// Weight of the session's and user's affinity to the item's attributes.
@@ -478,6 +488,8 @@ impl SearchConfig {
         }
         let weights = [
             ("search.fuzzy_factor", self.fuzzy_factor),
+            ("search.stem_factor", self.stem_factor),
+            ("search.prior_weight", self.prior_weight),
             ("search.title_boost", self.title_boost),
             ("search.labels_boost", self.labels_boost),
             ("search.body_boost", self.body_boost),

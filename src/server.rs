@@ -261,6 +261,7 @@ impl Node {
             purger,
             backups: Backups::new(&config.storage.backup_dir, &config.storage.data_dir),
             experiments,
+            search_priors: Default::default(),
         });
         if let Some((key, secret)) = node_key {
             let services = services.clone();

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crossbeam::channel::{Receiver, Sender};
 use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery, TermSetQuery};
@@ -32,7 +33,8 @@ use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDoc
 use crate::config::SearchConfig;
 use indexer::{Control, Indexer, CLEAN};
 pub use labels::CatalogLabels;
-pub use query::{edit_distance, typos_allowed};
+pub use query::{edit_distance, typos_allowed, QueryToken, Wanted};
+pub use schema::item_hash;
 use schema::{split_key, Fields};
 
 /// A catalog change the index must follow; sent after the write is durable.
@@ -78,8 +80,29 @@ impl From<String> for SearchError {
 pub struct TextHit {
     pub id: String,
     pub table: String,
-    /// BM25 (with typo-tolerant terms weighted down); only comparable within a query.
+    /// BM25 (with typo-tolerant terms weighted down), only comparable within a query;
+    /// or, from [`SearchIndex::find`], how much of the query the item covers, in [0, 1].
     pub score: f32,
+    /// The item's prior, in [0, 1] (0 from a plain text search).
+    pub prior: f32,
+}
+
+/// What is known of each item before any query: its popularity and availability, as
+/// one number in [0, 1] by [`item_hash`] of its id. Made by the caller (from the
+/// models), read while matches are collected.
+#[derive(Debug, Default)]
+pub struct Priors {
+    by_item: FxHashMap<u64, f32>,
+}
+
+impl Priors {
+    pub fn new(by_item: FxHashMap<u64, f32>) -> Priors {
+        Priors { by_item }
+    }
+
+    pub fn of(&self, item: u64) -> f32 {
+        self.by_item.get(&item).copied().unwrap_or(0.0)
+    }
 }
 
 /// What the indexer has done, for stats and tests.
@@ -180,23 +203,73 @@ impl SearchIndex {
         let Some(text) = self.text_query(&searcher, query)? else {
             return Ok(Vec::new());
         };
-        let collector = TopDocs::with_limit(limit).order_by_score();
-        let top = match tables {
-            [] => searcher.search(&text, &collector)?,
-            tables => {
-                let only = TermSetQuery::new(
-                    tables
-                        .iter()
-                        .map(|table| Term::from_field_text(self.fields.table, table)),
-                );
-                let clauses: Vec<(Occur, Box<dyn Query>)> = vec![
-                    (Occur::Must, Box::new(text)),
-                    (Occur::Must, Box::new(ConstScoreQuery::new(Box::new(only), 0.0))),
-                ];
-                searcher.search(&BooleanQuery::new(clauses), &collector)?
-            }
-        };
+        let query = self.in_tables(Box::new(text), tables);
+        let top = searcher.search(&*query, &TopDocs::with_limit(limit).order_by_score())?;
         self.hits(&searcher, top)
+    }
+
+    /// The best `limit` items for `wanted`, by coverage + `prior_weight` × prior (see
+    /// `query`), best first; items of `tables` only (every table when empty).
+    pub fn find(
+        &self,
+        wanted: &Wanted,
+        limit: usize,
+        tables: &[String],
+        priors: Arc<Priors>,
+        prior_weight: f32,
+    ) -> Result<Vec<TextHit>, SearchError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let searcher = self.reader.searcher();
+        let mut stemmer = schema::stem_analyzer();
+        let Some((query, most)) = query::coverage_query(&searcher, &self.fields, &mut stemmer, wanted, &self.config)?
+        else {
+            return Ok(Vec::new());
+        };
+        let query = self.in_tables(query, tables);
+        let scale = if most > 0.0 { 1.0 / most } else { 0.0 };
+        let by_item = priors.clone();
+        let collector = TopDocs::with_limit(limit).tweak_score(move |segment: &tantivy::SegmentReader| {
+            let column = |name: &str| {
+                segment
+                    .fast_fields()
+                    .u64(name)
+                    .ok()
+                    .map(|column| column.first_or_default_col(0))
+            };
+            let (items, words) = (column("item"), column("title_words"));
+            let priors = by_item.clone();
+            move |doc: tantivy::DocId, score: tantivy::Score| {
+                let prior = items.as_ref().map_or(0.0, |items| priors.of(items.get_val(doc)));
+                let words = words.as_ref().map_or(0, |words| words.get_val(doc));
+                (score * scale + prior_weight * prior, std::cmp::Reverse(words))
+            }
+        });
+        let top = searcher.search(&*query, &collector)?;
+        let top = top.into_iter().map(|((score, _), address)| (score, address)).collect();
+        let mut hits = self.hits(&searcher, top)?;
+        for hit in &mut hits {
+            hit.prior = priors.of(item_hash(&hit.id));
+            hit.score -= prior_weight * hit.prior;
+        }
+        Ok(hits)
+    }
+
+    /// `query` limited to the items of `tables` (all when empty).
+    fn in_tables(&self, query: Box<dyn Query>, tables: &[String]) -> Box<dyn Query> {
+        if tables.is_empty() {
+            return query;
+        }
+        let only = TermSetQuery::new(
+            tables
+                .iter()
+                .map(|table| Term::from_field_text(self.fields.table, table)),
+        );
+        Box::new(BooleanQuery::new(vec![
+            (Occur::Must, query),
+            (Occur::Must, Box::new(ConstScoreQuery::new(Box::new(only), 0.0))),
+        ]))
     }
 
     /// The text score of each of `ids` that matches `query` (best over the tables
@@ -228,6 +301,11 @@ impl SearchIndex {
         Ok(scores)
     }
 
+    /// The distinct analyzed tokens of `text`, with the typos each tolerates.
+    pub fn tokens(&self, text: &str) -> Vec<QueryToken> {
+        query::query_tokens(&mut self.analyzer.clone(), text, &self.config)
+    }
+
     fn text_query(&self, searcher: &Searcher, query: &str) -> Result<Option<BooleanQuery>, SearchError> {
         let tokens = query::query_tokens(&mut self.analyzer.clone(), query, &self.config);
         Ok(query::text_query(searcher, &self.fields, &tokens, &self.config)?)
@@ -245,6 +323,7 @@ impl SearchIndex {
                     id: id.to_owned(),
                     table: table.to_owned(),
                     score,
+                    prior: 0.0,
                 });
             }
         }

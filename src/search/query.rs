@@ -1,11 +1,22 @@
 //! From query text to a tantivy query: the query's tokens (analyzed like the
-//! documents), how many typos each tolerates, and per token an exact BM25 term on
-//! every text field OR the index terms within its edit distance (BM25 too, weighted
-//! down), on the title and labels.
+//! documents) and how many typos each tolerates, then one of two queries:
+//!
+//! - [`text_query`], plain BM25: per token an exact term on every text field OR the
+//!   index terms within its edit distance (weighted down), on the title and labels.
+//! - [`coverage_query`], what search ranks by: how much of the query an item covers.
+//!   Each token weighs its rarity (BM25's idf) and counts once, by its best match: the
+//!   title, the labels or the body (each with its weight), exact, stemmed or within
+//!   its edit distance (each weighted down). A catalog label the query names counts
+//!   like a title match for the items in it, and its words only half for the others.
+//!   Term frequency and field length do not count, so items that cover a query
+//!   equally tie, and the prior (popularity, availability) and the visitor's live
+//!   state decide between them.
 
 use std::collections::BTreeMap;
 
-use tantivy::query::{BooleanQuery, BoostQuery, FuzzyTermQuery, Occur, Query, TermQuery};
+use tantivy::query::{
+    AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, DisjunctionMaxQuery, FuzzyTermQuery, Occur, Query, TermQuery,
+};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{TextAnalyzer, TokenStream};
 use tantivy::{Searcher, Term};
@@ -148,6 +159,149 @@ pub fn text_query(
         }
     }
     Ok((!clauses.is_empty()).then(|| BooleanQuery::new(clauses)))
+}
+
+/// What search looks for: the free words, the catalog labels named (lowercased, whole)
+/// and the words and labels ruled out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Wanted {
+    pub tokens: Vec<QueryToken>,
+    pub labels: Vec<String>,
+    pub excluded_labels: Vec<String>,
+    pub excluded_words: Vec<String>,
+}
+
+/// How much a label's words count for an item that does not carry the label.
+const LABEL_WORDS_FACTOR: f32 = 0.5;
+
+/// The coverage query of `wanted` (see the module documentation) and the most it can
+/// score (every token and label matched in the best way), or `None` when it looks for
+/// nothing. Only exclusions: every item but the excluded ones, each scoring 0.
+pub fn coverage_query(
+    searcher: &Searcher,
+    fields: &Fields,
+    stemmer: &mut TextAnalyzer,
+    wanted: &Wanted,
+    config: &SearchConfig,
+) -> tantivy::Result<Option<(Box<dyn Query>, f32)>> {
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    let mut most = 0.0;
+    for token in &wanted.tokens {
+        let weight = rarity(searcher, fields, &stem(stemmer, &token.text))?;
+        clauses.push((
+            Occur::Should,
+            token_query(searcher, fields, stemmer, token, weight, config)?,
+        ));
+        most += weight * config.title_boost;
+    }
+    for label in &wanted.labels {
+        let term = Term::from_field_text(fields.label, label);
+        let weight = idf(searcher.doc_freq(&term)?, searcher.num_docs());
+        let mut either: Vec<Box<dyn Query>> = vec![constant(term, weight * config.title_boost)];
+        let mut words = Vec::new();
+        for token in query_tokens(&mut super::schema::analyzer(), label, config) {
+            words.push((
+                Occur::Should,
+                token_query(searcher, fields, stemmer, &token, weight, config)?,
+            ));
+        }
+        if !words.is_empty() {
+            either.push(Box::new(BoostQuery::new(
+                Box::new(BooleanQuery::new(words)),
+                LABEL_WORDS_FACTOR,
+            )));
+        }
+        clauses.push((Occur::Should, Box::new(DisjunctionMaxQuery::new(either))));
+        most += weight * config.title_boost;
+    }
+    let has_positive = !clauses.is_empty();
+    for label in &wanted.excluded_labels {
+        let term = Term::from_field_text(fields.label, label);
+        clauses.push((Occur::MustNot, Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
+    }
+    for word in &wanted.excluded_words {
+        let stemmed = stem(stemmer, word);
+        for (field, text) in [
+            (fields.title, word.as_str()),
+            (fields.labels, word.as_str()),
+            (fields.title_stem, stemmed.as_str()),
+            (fields.labels_stem, stemmed.as_str()),
+        ] {
+            let term = Term::from_field_text(field, text);
+            clauses.push((Occur::MustNot, Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
+        }
+    }
+    if !has_positive {
+        if clauses.is_empty() {
+            return Ok(None);
+        }
+        clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(Box::new(AllQuery), 0.0))));
+    }
+    Ok(Some((Box::new(BooleanQuery::new(clauses)), most)))
+}
+
+/// One token's best match: the title, labels and body, exact, stemmed, or (title and
+/// labels) within its edit distance, each scoring `weight` × its field's boost × its
+/// form's factor.
+fn token_query(
+    searcher: &Searcher,
+    fields: &Fields,
+    stemmer: &mut TextAnalyzer,
+    token: &QueryToken,
+    weight: f32,
+    config: &SearchConfig,
+) -> tantivy::Result<Box<dyn Query>> {
+    let stemmed = stem(stemmer, &token.text);
+    let mut forms: Vec<Box<dyn Query>> = Vec::new();
+    for (field, stemmed_field, boost, fuzzy) in [
+        (fields.title, fields.title_stem, config.title_boost, true),
+        (fields.labels, fields.labels_stem, config.labels_boost, true),
+        (fields.body, fields.body_stem, config.body_boost, false),
+    ] {
+        let score = weight * boost;
+        forms.push(constant(Term::from_field_text(field, &token.text), score));
+        forms.push(constant(
+            Term::from_field_text(stemmed_field, &stemmed),
+            score * config.stem_factor,
+        ));
+        if fuzzy && token.typos > 0 {
+            for (text, distance) in expansions(searcher, field, token, config.fuzzy_max_expansions)? {
+                let factor = config.fuzzy_factor.powi(distance as i32);
+                forms.push(constant(Term::from_field_text(field, &text), score * factor));
+            }
+        }
+    }
+    Ok(Box::new(DisjunctionMaxQuery::new(forms)))
+}
+
+fn constant(term: Term, score: f32) -> Box<dyn Query> {
+    let matches = TermQuery::new(term, IndexRecordOption::Basic);
+    Box::new(ConstScoreQuery::new(Box::new(matches), score))
+}
+
+/// The stem of one analyzed token.
+fn stem(stemmer: &mut TextAnalyzer, token: &str) -> String {
+    let mut stream = stemmer.token_stream(token);
+    match stream.advance() {
+        true => stream.token().text.clone(),
+        false => token.to_owned(),
+    }
+}
+
+/// How much a token weighs: BM25's idf of its stem over the field where it is most
+/// frequent (a token no item has weighs as a token one item has: it may be misspelt).
+fn rarity(searcher: &Searcher, fields: &Fields, stemmed: &str) -> tantivy::Result<f32> {
+    let mut frequency = 0;
+    for field in [fields.title_stem, fields.labels_stem, fields.body_stem] {
+        frequency = frequency.max(searcher.doc_freq(&Term::from_field_text(field, stemmed))?);
+    }
+    Ok(idf(frequency.max(1), searcher.num_docs()))
+}
+
+/// BM25's inverse document frequency.
+fn idf(frequency: u64, documents: u64) -> f32 {
+    let (frequency, documents) = (frequency as f32, documents.max(1) as f32);
+    (1.0 + (documents - frequency + 0.5) / (frequency + 0.5)).ln()
 }
 
 #[cfg(test)]

@@ -2,12 +2,16 @@
 //! which of its fields are the title, the labels (groups, genres, tags) and the body.
 
 use serde_json::{Map, Value};
-use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, STORED, STRING};
-use tantivy::tokenizer::{AsciiFoldingFilter, LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, FAST, STORED, STRING};
+use tantivy::tokenizer::{
+    AsciiFoldingFilter, Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, TextAnalyzer, TokenStream,
+};
 use tantivy::{Index, TantivyDocument};
 
 /// Name the analyzer is registered under on the index.
 pub const ANALYZER: &str = "rankstream_text";
+/// Name of the stemming analyzer (English) of the stemmed copies of the text fields.
+pub const STEM_ANALYZER: &str = "rankstream_stem";
 /// Tokens longer than this (in bytes) are not indexed.
 const LONGEST_TOKEN: usize = 40;
 /// Separates table and id in the unique key of a document.
@@ -43,6 +47,19 @@ pub struct Fields {
     pub title: Field,
     pub labels: Field,
     pub body: Field,
+    /// The same three, stemmed: "comedies" finds "comedy" there, while the unstemmed
+    /// fields keep typo tolerance (a misspelt word does not stem like the word).
+    pub title_stem: Field,
+    pub labels_stem: Field,
+    pub body_stem: Field,
+    /// Each group and tag value of the item, lowercased, whole: a query that names one
+    /// matches the items in it.
+    pub label: Field,
+    /// [`item_hash`] of the item's id (fast): its prior, looked up while collecting.
+    pub item: Field,
+    /// How many words the title has (fast): of two titles that cover a query alike,
+    /// the one with fewer other words is the closer match.
+    pub title_words: Field,
 }
 
 impl Fields {
@@ -59,6 +76,17 @@ impl Fields {
         for name in ["title", "labels", "body"] {
             builder.add_text_field(name, text.clone());
         }
+        let stemmed = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(STEM_ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqs),
+        );
+        for name in ["title_stem", "labels_stem", "body_stem"] {
+            builder.add_text_field(name, stemmed.clone());
+        }
+        builder.add_text_field("label", STRING);
+        builder.add_u64_field("item", FAST);
+        builder.add_u64_field("title_words", FAST);
         builder.build()
     }
 
@@ -72,15 +100,20 @@ impl Fields {
             title: field("title")?,
             labels: field("labels")?,
             body: field("body")?,
+            title_stem: field("title_stem")?,
+            labels_stem: field("labels_stem")?,
+            body_stem: field("body_stem")?,
+            label: field("label")?,
+            item: field("item")?,
+            title_words: field("title_words")?,
         };
         (*schema == Fields::schema()).then_some(fields)
     }
 }
 
-/// The analyzer of every text field and of queries: words, lowercased, accents
-/// folded. No stemming: a misspelt word does not stem like the word it misspells
-/// ("stroy" stays, "story" becomes "stori"), so stems would break typo tolerance;
-/// one or two edits already cover most plurals.
+/// The analyzer of the text fields and of queries: words, lowercased, accents
+/// folded. Not stemmed: a misspelt word does not stem like the word it misspells
+/// ("stroy" stays, "story" becomes "stori"), so typo tolerance works on these.
 pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(LONGEST_TOKEN))
@@ -89,9 +122,26 @@ pub fn analyzer() -> TextAnalyzer {
         .build()
 }
 
-/// Registers the analyzer on an opened or created index (it is not persisted).
+/// [`analyzer`] and then English stems, for the stemmed copies of the text fields.
+pub fn stem_analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(LONGEST_TOKEN))
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+/// Registers the analyzers on an opened or created index (they are not persisted).
 pub fn register_analyzer(index: &Index) {
     index.tokenizers().register(ANALYZER, analyzer());
+    index.tokenizers().register(STEM_ANALYZER, stem_analyzer());
+}
+
+/// The hash of an item id the index keeps as a fast field (ids of different tables
+/// share it, as they share popularity).
+pub fn item_hash(id: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(id.as_bytes())
 }
 
 /// The unique key of an item.
@@ -155,15 +205,29 @@ pub fn document(fields: &Fields, table: &str, id: &str, row: &Map<String, Value>
     document.add_text(fields.key, item_key(table, id));
     document.add_text(fields.table, table);
     document.add_text(fields.id, id);
+    document.add_u64(fields.item, item_hash(id));
     let text = item_text(row);
-    for (field, values) in [
-        (fields.title, text.title),
-        (fields.labels, text.labels),
-        (fields.body, text.body),
+    let mut analyzer = analyzer();
+    let mut words = 0;
+    for title in &text.title {
+        let mut stream = analyzer.token_stream(title);
+        while stream.advance() {
+            words += 1;
+        }
+    }
+    document.add_u64(fields.title_words, words);
+    for (field, stemmed, values) in [
+        (fields.title, fields.title_stem, text.title),
+        (fields.labels, fields.labels_stem, text.labels),
+        (fields.body, fields.body_stem, text.body),
     ] {
         for value in values {
+            document.add_text(stemmed, &value);
             document.add_text(field, value);
         }
+    }
+    for (_, label) in super::labels::labels(row) {
+        document.add_text(fields.label, label.to_lowercase());
     }
     document
 }

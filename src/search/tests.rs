@@ -105,6 +105,104 @@ fn titles_rank_first_and_typos_still_find_them() {
     index.stop();
 }
 
+/// A shop's worth of the traps: a category word in unrelated titles, a
+/// plural, a misspelling, a well-known item among equal matches.
+fn shop() -> Arc<Memory> {
+    let memory = Arc::new(Memory::default());
+    for (id, title, category, tags) in [
+        ("t1", "The Toy", "Comedy", json!([])),
+        ("t2", "Toy Story", "Animation", json!(["pixar"])),
+        ("t3", "Toy Story 2", "Animation", json!(["pixar"])),
+        ("a1", "Re-Animator", "Horror", json!([])),
+        ("a2", "Finding Nemo", "Animation", json!(["pixar"])),
+        ("a3", "Spirited Away", "Animation", json!(["anime"])),
+        ("c1", "Comedy Night Live", "Stand-up", json!([])),
+        ("c2", "Groundhog Day", "Comedy", json!([])),
+        ("j1", "Jurassic Park", "Adventure", json!(["dinosaurs"])),
+        ("j2", "Park Life", "Drama", json!([])),
+    ] {
+        memory.put(
+            "movies",
+            id,
+            json!({"title": title, "category": category, "tags": tags}),
+        );
+    }
+    memory
+}
+
+fn priors(popular: &[(&str, f32)]) -> Arc<Priors> {
+    Arc::new(Priors::new(
+        popular.iter().map(|(id, prior)| (item_hash(id), *prior)).collect(),
+    ))
+}
+
+#[test]
+fn coverage_ties_go_to_the_prior_and_a_named_label_matches_its_items() {
+    let directory = tempfile::tempdir().unwrap();
+    let (index, _changes) = open(&directory.path().join("search"), shop());
+    let wanted = |text: &str, labels: &[&str]| Wanted {
+        tokens: index.tokens(text),
+        labels: labels.iter().map(|label| label.to_string()).collect(),
+        ..Wanted::default()
+    };
+    let popular = priors(&[
+        ("t2", 1.0),
+        ("t3", 0.8),
+        ("a2", 0.9),
+        ("a3", 0.5),
+        ("c2", 0.7),
+        ("a1", 0.6),
+    ]);
+    let find = |wanted: &Wanted| index.find(wanted, 10, &[], popular.clone(), 0.3).unwrap();
+
+    // "toy": every toy title covers the query; the well-known one comes first.
+    let toy = find(&wanted("toy", &[]));
+    assert_eq!(ids(&toy)[..3], ["t2", "t3", "t1"]);
+    assert!(toy.iter().all(|hit| (hit.score - 1.0).abs() < 1e-5), "{toy:?}");
+    // A specific title still wins over popularity.
+    assert_eq!(ids(&find(&wanted("the toy", &[])))[0], "t1");
+    // The label Animation: its items, popular first; Re-Animator's word only after.
+    let animation = find(&wanted("", &["animation"]));
+    assert_eq!(ids(&animation)[..4], ["t2", "a2", "t3", "a3"]);
+    assert!(
+        !ids(&animation).contains(&"a1") || animation.iter().position(|h| h.id == "a1") > Some(3),
+        "{animation:?}"
+    );
+    // Stems and typos together: a plural, and a misspelt word.
+    assert_eq!(
+        ids(&find(&wanted("comedies", &[])))[0],
+        "c1",
+        "the stem of comedy in a title"
+    );
+    assert_eq!(ids(&find(&wanted("jurasic park", &[])))[0], "j1");
+    // Exclusions: a label or a word ruled out.
+    let no_pixar = Wanted {
+        excluded_labels: vec!["pixar".into()],
+        ..wanted("", &["animation"])
+    };
+    let no_pixar = find(&no_pixar);
+    assert_eq!(ids(&no_pixar)[0], "a3");
+    assert!(
+        no_pixar
+            .iter()
+            .all(|hit| !["t2", "t3", "a2"].contains(&hit.id.as_str())),
+        "{no_pixar:?}"
+    );
+    let not_toys = Wanted {
+        excluded_words: vec!["toy".into()],
+        ..wanted("story", &[])
+    };
+    assert!(find(&not_toys).is_empty());
+    let only_excluded = Wanted {
+        excluded_labels: vec!["animation".into()],
+        ..Wanted::default()
+    };
+    let rest = find(&only_excluded);
+    assert_eq!(rest.len(), 6, "everything but the excluded label: {rest:?}");
+    assert_eq!(rest[0].id, "c2", "by prior");
+    index.stop();
+}
+
 #[test]
 fn changes_are_followed_and_a_clean_stop_is_trusted() {
     let directory = tempfile::tempdir().unwrap();

@@ -33,6 +33,7 @@ pub mod modules;
 pub mod moves;
 pub mod recommend;
 pub mod search;
+mod search_reading;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -84,6 +85,8 @@ pub struct Services {
     pub backups: backup::Backups,
     /// The node's A/B experiments and their counts.
     pub experiments: Arc<Experiments>,
+    /// Each item's prior for search, made from the models now and then.
+    pub search_priors: search_reading::PriorsCache,
 }
 
 /// How the ranking path fares reading live state.

@@ -32,14 +32,16 @@ use crate::embed::Lane;
 use crate::ranking::rules::{self, Rules};
 use crate::ranking::{
     affinity_by_attribute, explain_affinity, feature_vectors, Candidate, Explanation, Feature, FeatureVector, Placed,
-    FEATURES,
+    RankContext, FEATURES,
 };
-use crate::search::TextHit;
+use crate::search::{TextHit, Wanted};
 
 /// How many times wider the pool of text matches is when rules filter it.
 const FILTERED_POOL: usize = 4;
 /// The explanation's name for the text relevance part of a score.
 const TEXT: &str = "text";
+/// The explanation's name for the item's prior (popularity) in a search score.
+const PRIOR: &str = "prior";
 
 /// `limit` when the request has none (SPEC "Limits").
 pub const DEFAULT_LIMIT: usize = 50;
@@ -127,22 +129,32 @@ impl Services {
             return Ok(Vec::new());
         }
         let config = self.search.config();
+        // Plain BM25 (the relevance suite's baseline) reads nothing into the query.
+        let reading = (!config.bm25_only).then(|| self.read_query(&request.query));
         let mut pool = (request.limit * 4).max(config.candidate_pool);
         if request
             .rules
             .as_ref()
             .is_some_and(|rules| !rules.filters.is_empty() || !rules.exclude_ids.is_empty())
+            || reading.as_ref().is_some_and(|reading| reading.filters.is_some())
         {
             // The filters may leave few of the best matches.
             pool *= FILTERED_POOL;
         }
-        let hits = self.text_search(&request.query, pool, &request.tables).await?;
+        let hits = match &reading {
+            Some(reading) => self.find(&reading.wanted, pool, &request.tables).await?,
+            None => self.text_search(&request.query, pool, &request.tables).await?,
+        };
         if hits.is_empty() {
             return Ok(Vec::new());
         }
-        let mut context = self
-            .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
-            .await;
+        let mut context = match reading {
+            Some(_) => {
+                self.rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
+                    .await
+            }
+            None => RankContext::default(),
+        };
         self.apply_embedded_events(&mut context, &request.events);
         let items = self.engine.items();
         let candidates = hits
@@ -163,10 +175,13 @@ impl Services {
                 snapshots.segment_field(),
                 &context,
                 &candidates,
-                &[true; FEATURES],
+                &[reading.is_some(); FEATURES],
             )
         };
-        let query_vector = self.query_vector(&request.query, &candidates).await;
+        let query_vector = match reading {
+            Some(_) => self.query_vector(&request.query, &candidates).await,
+            None => None,
+        };
         let parts = blend_parts(config, &hits, &candidates, &vectors, query_vector.as_deref());
         let affinity = match request.explain {
             true => affinity_by_attribute(&context),
@@ -176,11 +191,28 @@ impl Services {
             .iter()
             .map(|parts| parts.iter().map(|(_, part)| part).sum())
             .collect();
+        // With filters every row is read first: whether an audience or a language
+        // applies depends on what the rows state.
+        let mut filtered = match reading.as_ref().filter(|reading| reading.filters.is_some()) {
+            Some(reading) => {
+                let rows = hits
+                    .iter()
+                    .map(|hit| items.find(&hit.id, Some(&hit.table)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Some((reading.passes(&rows), rows))
+            }
+            None => None,
+        };
         let mut found = Vec::with_capacity(request.limit);
         for Placed { index, score, boost } in rules::apply(&stack, &candidates, &scores, None) {
             let hit = &hits[index];
             // The index may lag a delete by one commit: the stored row decides.
-            let Some(row) = items.find(&hit.id, Some(&hit.table))? else {
+            let row = match &mut filtered {
+                Some((passes, rows)) if passes[index] => rows[index].take(),
+                Some(_) => None,
+                None => items.find(&hit.id, Some(&hit.table))?,
+            };
+            let Some(row) = row else {
                 continue;
             };
             if row.get("is_deleted") == Some(&Value::Bool(true)) {
@@ -234,6 +266,19 @@ impl Services {
         }
     }
 
+    /// The best items for what a query was read to want, by coverage and prior,
+    /// searched off the async workers.
+    async fn find(&self, wanted: &Wanted, limit: usize, tables: &[String]) -> Result<Vec<TextHit>, ServiceError> {
+        let priors = self.search_priors();
+        let index = Arc::clone(&self.search);
+        let prior_weight = index.config().prior_weight;
+        let (wanted, tables) = (wanted.clone(), tables.to_vec());
+        tokio::task::spawn_blocking(move || index.find(&wanted, limit, &tables, priors, prior_weight))
+            .await
+            .map_err(|error| ServiceError::Internal(format!("search task failed: {error}")))?
+            .map_err(ServiceError::from)
+    }
+
     /// The text matches, searched off the async workers.
     pub(super) async fn text_search(
         &self,
@@ -273,7 +318,7 @@ fn blend_parts(
     candidates: &[Candidate],
     vectors: &[FeatureVector],
     query_vector: Option<&[f32]>,
-) -> Vec<[(&'static str, f32); 7]> {
+) -> Vec<[(&'static str, f32); 8]> {
     let best = hits.iter().map(|hit| hit.score).fold(0.0f32, f32::max);
     hits.iter()
         .zip(candidates)
@@ -290,6 +335,7 @@ fn blend_parts(
             };
             [
                 (TEXT, config.text_weight * text),
+                (PRIOR, config.prior_weight * hit.prior),
                 (
                     Feature::Covisit.name(),
                     config.covisit_weight * feature(Feature::Covisit),
@@ -494,6 +540,7 @@ mod tests {
             id: id.into(),
             table: "t".into(),
             score,
+            prior: 0.0,
         }
     }
 

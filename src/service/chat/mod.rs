@@ -355,7 +355,7 @@ impl Services {
 
     /// The catalog's labels as a chat dictionary, built once per snapshot of the
     /// search index's labels.
-    fn chat_dictionary(&self) -> Arc<LabelDictionary> {
+    pub(in crate::service) fn chat_dictionary(&self) -> Arc<LabelDictionary> {
         let words = self.search.labels();
         let mut cached = self.chat.dictionary.lock();
         if let Some((source, dictionary)) = cached.as_ref() {

@@ -1,0 +1,133 @@
+//! What search knows before it looks: how it reads the query (the reading chat does,
+//! one module for both: `chat::constraints::extract`), and each item's prior.
+//!
+//! A query's words are read as chat reads a message: the catalog's group and tag
+//! names ("comedies" → Comedy, "animated" → Animation) become labels the items in them
+//! match, as strongly as a title would; price words ("under 5"), ruled-out labels and
+//! words ("not horror", "without zombies"), an audience ("for kids"), years ("from the
+//! 90s") and "in stock" filter; the rest is searched as text. A query with nothing
+//! left to search once read (a title made of stop words, "It") is searched as typed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use serde_json::{Map, Value};
+
+use super::Services;
+use crate::chat::constraints::{extract, Constraints, LastAnswer, Scale};
+use crate::chat::filter::{failed_checks, Applicable};
+use crate::ranking::trained::Trained;
+use crate::search::{item_hash, Priors, Wanted};
+
+/// The priors are made again at most this often, and only when the models changed.
+const PRIORS_REFRESH: Duration = Duration::from_secs(2);
+
+/// A search query as read.
+#[derive(Debug, Clone, Default)]
+pub struct Reading {
+    pub wanted: Wanted,
+    /// What a found item must satisfy besides (price, exclusions, audience, years,
+    /// availability); `None` when the query asks nothing of the kind.
+    pub filters: Option<Constraints>,
+    /// The catalog's groups that are for children (what "for kids" means there).
+    pub children_groups: Vec<String>,
+}
+
+impl Reading {
+    /// Which of `rows` pass the filters (all when there are none).
+    pub fn passes(&self, rows: &[Option<Map<String, Value>>]) -> Vec<bool> {
+        let Some(filters) = &self.filters else {
+            return vec![true; rows.len()];
+        };
+        let applicable = Applicable::of(rows.iter().flatten(), &self.children_groups);
+        rows.iter()
+            .map(|row| {
+                row.as_ref()
+                    .is_some_and(|row| failed_checks(row, filters, applicable, &self.children_groups).is_empty())
+            })
+            .collect()
+    }
+}
+
+/// The priors made last, from which models, and when.
+#[derive(Default)]
+pub struct PriorsCache {
+    made: Mutex<Option<(Arc<Trained>, Instant, Arc<Priors>)>>,
+}
+
+impl Services {
+    /// Reads `query` as chat reads a message (see the module documentation).
+    pub(super) fn read_query(&self, query: &str) -> Reading {
+        let dictionary = self.chat_dictionary();
+        let extracted = extract(query, &dictionary);
+        let mut read = Constraints::default();
+        read.apply(&extracted, &LastAnswer::default(), &Scale::default());
+        let lowered = |names: &[String]| names.iter().map(|name| name.to_lowercase()).collect::<Vec<_>>();
+        let mut wanted = Wanted {
+            tokens: self.search.tokens(&read.query.join(" ")),
+            labels: [lowered(&read.groups), lowered(&read.tags)].concat(),
+            excluded_labels: [lowered(&read.excluded_groups), lowered(&read.excluded_tags)].concat(),
+            excluded_words: extracted.negated_terms.clone(),
+        };
+        let filtering = read.min_price.is_some()
+            || read.max_price.is_some()
+            || read.audience.is_some()
+            || read.years.is_some()
+            || read.available;
+        if wanted.tokens.is_empty() && wanted.labels.is_empty() && wanted.excluded_labels.is_empty() && !filtering {
+            wanted = Wanted {
+                tokens: self.search.tokens(query),
+                ..Wanted::default()
+            };
+        }
+        let filters = filtering.then(|| Constraints {
+            groups: Vec::new(),
+            tags: Vec::new(),
+            query: Vec::new(),
+            ..read
+        });
+        Reading {
+            wanted,
+            filters,
+            children_groups: dictionary.children_groups().to_vec(),
+        }
+    }
+
+    /// Each item's prior, made from the latest models (at most every
+    /// [`PRIORS_REFRESH`], and only when they changed since).
+    pub(super) fn search_priors(&self) -> Arc<Priors> {
+        let latest = self.training.snapshots().latest();
+        let mut made = self.search_priors.made.lock();
+        if let Some((models, at, priors)) = made.as_ref() {
+            if Arc::ptr_eq(models, &latest) || at.elapsed() < PRIORS_REFRESH {
+                return priors.clone();
+            }
+        }
+        let priors = Arc::new(priors_of(&latest));
+        *made = Some((latest, Instant::now(), priors.clone()));
+        priors
+    }
+}
+
+/// Each known item's popularity at the newest event the models learned, on a log
+/// scale, as a share of the most popular item's.
+fn priors_of(trained: &Trained) -> Priors {
+    let now = trained.clock;
+    let mut by_item = FxHashMap::default();
+    let mut most = 0.0f64;
+    for index in 0..trained.items.len() as u32 {
+        let popularity = trained.popularity.score(index, now, None).ln_1p();
+        if popularity > 0.0 {
+            most = most.max(popularity);
+            by_item.insert(item_hash(trained.items.id(index)), popularity as f32);
+        }
+    }
+    if most > 0.0 {
+        for prior in by_item.values_mut() {
+            *prior /= most as f32;
+        }
+    }
+    Priors::new(by_item)
+}
