@@ -5,7 +5,8 @@
 //! `groups`, `genres`, `group`, `category`, `categories`; tags from `tags`,
 //! `promo_tags`, `tags_from_models`; languages from `language`, `languages`,
 //! `attraction_live_guide_languages` (codes or names); ages from
-//! `attraction_age_range`, `age_range` ("6-12", "18+", "all ages", ...), `min_age`,
+//! `attraction_age_range`, `age_range`, `audience` ("6-12", "18+", "all ages", "kids",
+//! "women", ...), `min_age`,
 //! `max_age`. A row that does not state what a constraint asks about fails it,
 //! except that a language or audience constraint nobody in the pool can be checked
 //! against is not applied at all (see [`Applicable`]).
@@ -33,7 +34,7 @@ pub enum Check {
 const GROUP_FIELDS: &[&str] = &["groups", "genres", "group", "category", "categories"];
 const TAG_FIELDS: &[&str] = &["tags", "promo_tags", "tags_from_models"];
 const LANGUAGE_FIELDS: &[&str] = &["language", "languages", "attraction_live_guide_languages"];
-const AGE_FIELDS: &[&str] = &["attraction_age_range", "age_range"];
+const AGE_FIELDS: &[&str] = &["attraction_age_range", "age_range", "audience"];
 
 /// Oldest age still "for kids".
 const CHILD_AGE: f64 = 12.0;

@@ -37,6 +37,9 @@ fn halving(elapsed_ms: i64, half_life_ms: f64) -> f64 {
 pub struct Popularity {
     half_life_ms: f64,
     overall: Vec<Decaying>,
+    /// Every item's weighted count of all time, undecayed: how well known it is (the
+    /// prior of search), where `overall` is how popular it is now.
+    lasting: Vec<f32>,
     /// Segment value → item → count.
     segments: HashMap<String, HashMap<ItemIndex, Decaying>>,
 }
@@ -46,6 +49,7 @@ impl Popularity {
         Popularity {
             half_life_ms,
             overall: Vec::new(),
+            lasting: Vec::new(),
             segments: HashMap::new(),
         }
     }
@@ -57,7 +61,7 @@ impl Popularity {
             .iter()
             .map(|(name, counts)| name.capacity() + footprint::map(counts))
             .sum();
-        footprint::vec(&self.overall) + footprint::map(&self.segments) + segments
+        footprint::vec(&self.overall) + footprint::vec(&self.lasting) + footprint::map(&self.segments) + segments
     }
 
     pub fn add(&mut self, item: ItemIndex, weight: f64, at: i64, segment: Option<&str>) {
@@ -66,6 +70,10 @@ impl Popularity {
             self.overall.resize(index + 1, Decaying::default());
         }
         self.overall[index].add(weight, at, self.half_life_ms);
+        if self.lasting.len() <= index {
+            self.lasting.resize(index + 1, 0.0);
+        }
+        self.lasting[index] += weight as f32;
         if let Some(segment) = segment {
             self.segments
                 .entry(segment.to_owned())
@@ -88,6 +96,11 @@ impl Popularity {
             .map_or(0.0, |count| count.at_time(now, self.half_life_ms));
         // A segment's own signal counts double; items unseen there keep their overall rank.
         overall + 2.0 * within
+    }
+
+    /// The item's weighted count of all time.
+    pub fn lasting(&self, item: ItemIndex) -> f64 {
+        self.lasting.get(item as usize).map_or(0.0, |count| f64::from(*count))
     }
 
     /// The `limit` most popular items as of `now`, best first.

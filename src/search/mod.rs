@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery, TermSetQuery};
 use tantivy::schema::Value as _;
-use tantivy::tokenizer::TextAnalyzer;
+use tantivy::tokenizer::{TextAnalyzer, TokenStream};
 use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use crate::config::SearchConfig;
@@ -223,10 +223,7 @@ impl SearchIndex {
         }
         let searcher = self.reader.searcher();
         let mut stemmer = schema::stem_analyzer();
-        let Some((query, most)) = query::coverage_query(&searcher, &self.fields, &mut stemmer, wanted, &self.config)?
-        else {
-            return Ok(Vec::new());
-        };
+        let (query, most) = query::coverage_query(&searcher, &self.fields, &mut stemmer, wanted, &self.config)?;
         let query = self.in_tables(query, tables);
         let scale = if most > 0.0 { 1.0 / most } else { 0.0 };
         let by_item = priors.clone();
@@ -304,6 +301,17 @@ impl SearchIndex {
     /// The distinct analyzed tokens of `text`, with the typos each tolerates.
     pub fn tokens(&self, text: &str) -> Vec<QueryToken> {
         query::query_tokens(&mut self.analyzer.clone(), text, &self.config)
+    }
+
+    /// The stems of the words of `text`.
+    pub fn stems(&self, text: &str) -> Vec<String> {
+        let mut stemmer = schema::stem_analyzer();
+        let mut stream = stemmer.token_stream(text);
+        let mut stems = Vec::new();
+        while stream.advance() {
+            stems.push(stream.token().text.clone());
+        }
+        stems
     }
 
     fn text_query(&self, searcher: &Searcher, query: &str) -> Result<Option<BooleanQuery>, SearchError> {

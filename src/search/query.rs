@@ -161,29 +161,36 @@ pub fn text_query(
     Ok((!clauses.is_empty()).then(|| BooleanQuery::new(clauses)))
 }
 
-/// What search looks for: the free words, the catalog labels named (lowercased, whole)
+/// What search looks for: the free words; the catalog labels (lowercased, whole) the
+/// query names by their own words, and those it only points to (a synonym, a tag);
 /// and the words and labels ruled out.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Wanted {
     pub tokens: Vec<QueryToken>,
     pub labels: Vec<String>,
+    pub related_labels: Vec<String>,
     pub excluded_labels: Vec<String>,
     pub excluded_words: Vec<String>,
 }
 
-/// How much a label's words count for an item that does not carry the label.
+/// How much a label's words count for an item that does not carry the label, when the
+/// query is all labels ("horror": *The Rocky Horror Picture Show* is no horror film).
+/// Beside other words they may be part of a title ("star wars"), and count in full.
 const LABEL_WORDS_FACTOR: f32 = 0.5;
+/// How much a label the query only points to counts, beside its words searched as text
+/// ("alien" points to Sci-Fi, and still finds *Alien* first).
+const RELATED_LABEL_FACTOR: f32 = 0.5;
 
 /// The coverage query of `wanted` (see the module documentation) and the most it can
-/// score (every token and label matched in the best way), or `None` when it looks for
-/// nothing. Only exclusions: every item but the excluded ones, each scoring 0.
+/// score (every token and label matched in the best way). Without tokens or labels:
+/// every item but the excluded ones, each scoring 0 (a query that only filters).
 pub fn coverage_query(
     searcher: &Searcher,
     fields: &Fields,
     stemmer: &mut TextAnalyzer,
     wanted: &Wanted,
     config: &SearchConfig,
-) -> tantivy::Result<Option<(Box<dyn Query>, f32)>> {
+) -> tantivy::Result<(Box<dyn Query>, f32)> {
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     let mut most = 0.0;
     for token in &wanted.tokens {
@@ -206,13 +213,20 @@ pub fn coverage_query(
             ));
         }
         if !words.is_empty() {
-            either.push(Box::new(BoostQuery::new(
-                Box::new(BooleanQuery::new(words)),
-                LABEL_WORDS_FACTOR,
-            )));
+            let factor = match wanted.tokens.is_empty() {
+                true => LABEL_WORDS_FACTOR,
+                false => 1.0,
+            };
+            either.push(Box::new(BoostQuery::new(Box::new(BooleanQuery::new(words)), factor)));
         }
         clauses.push((Occur::Should, Box::new(DisjunctionMaxQuery::new(either))));
         most += weight * config.title_boost;
+    }
+    for label in &wanted.related_labels {
+        let term = Term::from_field_text(fields.label, label);
+        let score = idf(searcher.doc_freq(&term)?, searcher.num_docs()) * config.title_boost * RELATED_LABEL_FACTOR;
+        clauses.push((Occur::Should, constant(term, score)));
+        most += score;
     }
     let has_positive = !clauses.is_empty();
     for label in &wanted.excluded_labels {
@@ -232,12 +246,9 @@ pub fn coverage_query(
         }
     }
     if !has_positive {
-        if clauses.is_empty() {
-            return Ok(None);
-        }
         clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(Box::new(AllQuery), 0.0))));
     }
-    Ok(Some((Box::new(BooleanQuery::new(clauses)), most)))
+    Ok((Box::new(BooleanQuery::new(clauses)), most))
 }
 
 /// One token's best match: the title, labels and body, exact, stemmed, or (title and

@@ -16,7 +16,8 @@ use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 
 use super::Services;
-use crate::chat::constraints::{extract, Constraints, LastAnswer, Scale};
+use crate::chat::constraints::{extract, Audience, Constraints, LastAnswer, Scale};
+use crate::chat::dictionary::EntryKind;
 use crate::chat::filter::{failed_checks, Applicable};
 use crate::ranking::trained::Trained;
 use crate::search::{item_hash, Priors, Wanted};
@@ -65,10 +66,54 @@ impl Services {
         let mut read = Constraints::default();
         read.apply(&extracted, &LastAnswer::default(), &Scale::default());
         let lowered = |names: &[String]| names.iter().map(|name| name.to_lowercase()).collect::<Vec<_>>();
+        // "For kids" filters, and also points to what the catalog calls children's items.
+        let for_kids = match read.audience {
+            Some(Audience::Kids) => lowered(dictionary.children_groups()),
+            _ => Vec::new(),
+        };
+        let typed = self.search.tokens(query);
+        let typed_stems: Vec<String> = typed.iter().flat_map(|token| self.search.stems(&token.text)).collect();
+        let names_itself = |label: &str| self.search.stems(label).iter().any(|stem| typed_stems.contains(stem));
+        let (labels, pointed): (Vec<String>, Vec<String>) =
+            lowered(&read.groups).into_iter().partition(|group| names_itself(group));
+        let excluded_labels = [lowered(&read.excluded_groups), lowered(&read.excluded_tags)].concat();
+        // A word read as a synonym of a group or as a tag is still searched as text too
+        // ("alien" points to Sci-Fi, and is a title).
+        // A tag's words are what was typed: searched as text too ("star trek").
+        let tag_words: Vec<&String> = read
+            .tags
+            .iter()
+            .filter(|tag| !excluded_labels.contains(&tag.to_lowercase()))
+            .collect();
+        let mut tokens = self.search.tokens(&read.query.join(" "));
+        for token in tag_words.iter().flat_map(|tag| self.search.tokens(tag)) {
+            if !tokens.contains(&token) {
+                tokens.push(token);
+            }
+        }
+        for token in typed {
+            let Some(entry) = dictionary.lookup(&[token.text.as_str()]) else {
+                continue;
+            };
+            let name = entry.display.to_lowercase();
+            let itself = self
+                .search
+                .stems(&name)
+                .iter()
+                .any(|stem| self.search.stems(&token.text).contains(stem));
+            let kept = entry.kind == EntryKind::Tag || !itself;
+            if kept && !excluded_labels.contains(&name) && !tokens.contains(&token) {
+                tokens.push(token);
+            }
+        }
+        let mut related_labels = [pointed, lowered(&read.tags), for_kids].concat();
+        related_labels.sort_unstable();
+        related_labels.dedup();
         let mut wanted = Wanted {
-            tokens: self.search.tokens(&read.query.join(" ")),
-            labels: [lowered(&read.groups), lowered(&read.tags)].concat(),
-            excluded_labels: [lowered(&read.excluded_groups), lowered(&read.excluded_tags)].concat(),
+            tokens,
+            labels,
+            related_labels,
+            excluded_labels,
             excluded_words: extracted.negated_terms.clone(),
         };
         let filtering = read.min_price.is_some()
@@ -76,7 +121,12 @@ impl Services {
             || read.audience.is_some()
             || read.years.is_some()
             || read.available;
-        if wanted.tokens.is_empty() && wanted.labels.is_empty() && wanted.excluded_labels.is_empty() && !filtering {
+        if wanted.tokens.is_empty()
+            && wanted.labels.is_empty()
+            && wanted.related_labels.is_empty()
+            && wanted.excluded_labels.is_empty()
+            && !filtering
+        {
             wanted = Wanted {
                 tokens: self.search.tokens(query),
                 ..Wanted::default()
@@ -111,14 +161,15 @@ impl Services {
     }
 }
 
-/// Each known item's popularity at the newest event the models learned, on a log
-/// scale, as a share of the most popular item's.
+/// Each known item's weighted count of events of all time, on a log scale, as a share
+/// of the best known item's. (Now-popularity, which halves every week, measured worse on
+/// the relevance suite's validation queries: a franchise's newest film outranked the
+/// one people mean.)
 fn priors_of(trained: &Trained) -> Priors {
-    let now = trained.clock;
     let mut by_item = FxHashMap::default();
     let mut most = 0.0f64;
     for index in 0..trained.items.len() as u32 {
-        let popularity = trained.popularity.score(index, now, None).ln_1p();
+        let popularity = trained.popularity.lasting(index).ln_1p();
         if popularity > 0.0 {
             most = most.max(popularity);
             by_item.insert(item_hash(trained.items.id(index)), popularity as f32);

@@ -91,9 +91,9 @@ pub fn rec(shard: ShardId, rec_id: &str) -> Vec<u8> {
 
 /// `models`: the learned artifacts of the node. The key names the encoding's version:
 /// a node never decodes another version's artifacts (it relearns them from the log).
-pub const TRAINED: &[u8] = b"trained.4";
+pub const TRAINED: &[u8] = b"trained.5";
 /// Artifacts of earlier encodings, deleted when the current ones are persisted.
-pub const RETIRED_TRAINED: [&[u8]; 3] = [b"trained", b"trained.2", b"trained.3"];
+pub const RETIRED_TRAINED: [&[u8]; 4] = [b"trained", b"trained.2", b"trained.3", b"trained.4"];
 
 const LOG_TAG: u8 = 0x00;
 const ID_TAG: u8 = 0x01;
