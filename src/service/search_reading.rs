@@ -4,9 +4,10 @@
 //! A query's words are read as chat reads a message: the catalog's group and tag
 //! names ("comedies" → Comedy, "animated" → Animation) become labels the items in them
 //! match, as strongly as a title would; price words ("under 5"), ruled-out labels and
-//! words ("not horror", "without zombies"), an audience ("for kids"), years ("from the
-//! 90s") and "in stock" filter; the rest is searched as text. A query with nothing
-//! left to search once read (a title made of stop words, "It") is searched as typed.
+//! words ("not horror", "without zombies"), an audience ("for kids") and "in stock"
+//! filter; the rest is searched as text, a year too ("toy story 1995": titles carry
+//! them). A query with nothing left to search once read (a title made of stop words,
+//! "It") is searched as typed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,7 +92,7 @@ impl Services {
                 tokens.push(token);
             }
         }
-        for token in typed {
+        for token in &typed {
             let Some(entry) = dictionary.lookup(&[token.text.as_str()]) else {
                 continue;
             };
@@ -102,8 +103,18 @@ impl Services {
                 .iter()
                 .any(|stem| self.search.stems(&token.text).contains(stem));
             let kept = entry.kind == EntryKind::Tag || !itself;
-            if kept && !excluded_labels.contains(&name) && !tokens.contains(&token) {
-                tokens.push(token);
+            if kept && !excluded_labels.contains(&name) && !tokens.contains(token) {
+                tokens.push(token.clone());
+            }
+        }
+        // Years do not filter a search: a year typed is searched as text, as a title
+        // may carry it ("toy story 1995").
+        if read.years.take().is_some() {
+            let years = typed.iter().filter(|token| is_year(&token.text));
+            for token in years.cloned().collect::<Vec<_>>() {
+                if !tokens.contains(&token) {
+                    tokens.push(token);
+                }
             }
         }
         let mut related_labels = [pointed, lowered(&read.tags), for_kids].concat();
@@ -116,11 +127,8 @@ impl Services {
             excluded_labels,
             excluded_words: extracted.negated_terms.clone(),
         };
-        let filtering = read.min_price.is_some()
-            || read.max_price.is_some()
-            || read.audience.is_some()
-            || read.years.is_some()
-            || read.available;
+        let filtering =
+            read.min_price.is_some() || read.max_price.is_some() || read.audience.is_some() || read.available;
         if wanted.tokens.is_empty()
             && wanted.labels.is_empty()
             && wanted.related_labels.is_empty()
@@ -181,4 +189,9 @@ fn priors_of(trained: &Trained) -> Priors {
         }
     }
     Priors::new(by_item)
+}
+
+/// Whether an analyzed token is a year as a title would carry it.
+fn is_year(token: &str) -> bool {
+    token.len() == 4 && token.parse::<u16>().is_ok_and(|year| (1000..=2999).contains(&year))
 }
