@@ -68,21 +68,22 @@ impl Fields {
         builder.add_text_field("key", STRING | STORED);
         builder.add_text_field("table", STRING);
         builder.add_text_field("id", STRING);
-        let text = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(ANALYZER)
-                .set_index_option(IndexRecordOption::WithFreqs),
-        );
-        for name in ["title", "labels", "body"] {
-            builder.add_text_field(name, text.clone());
-        }
-        let stemmed = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(STEM_ANALYZER)
-                .set_index_option(IndexRecordOption::WithFreqs),
-        );
-        for name in ["title_stem", "labels_stem", "body_stem"] {
-            builder.add_text_field(name, stemmed.clone());
+        let analyzed_by = |analyzer: &str| {
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer(analyzer)
+                    .set_index_option(IndexRecordOption::WithFreqs),
+            )
+        };
+        for (name, analyzer) in [
+            ("title", ANALYZER),
+            ("labels", ANALYZER),
+            ("body", ANALYZER),
+            ("title_stem", STEM_ANALYZER),
+            ("labels_stem", STEM_ANALYZER),
+            ("body_stem", STEM_ANALYZER),
+        ] {
+            builder.add_text_field(name, analyzed_by(analyzer));
         }
         builder.add_text_field("label", STRING);
         builder.add_u64_field("item", FAST);

@@ -21,7 +21,7 @@ use crate::chat::constraints::{extract, Audience, Constraints, LastAnswer, Scale
 use crate::chat::dictionary::EntryKind;
 use crate::chat::filter::{failed_checks, Applicable};
 use crate::ranking::trained::Trained;
-use crate::search::{item_hash, Priors, Wanted};
+use crate::search::{item_hash, Priors, QueryToken, Wanted};
 
 /// The priors are made again at most this often, and only when the models changed.
 const PRIORS_REFRESH: Duration = Duration::from_secs(2);
@@ -73,49 +73,46 @@ impl Services {
             _ => Vec::new(),
         };
         let typed = self.search.tokens(query);
-        let typed_stems: Vec<String> = typed.iter().flat_map(|token| self.search.stems(&token.text)).collect();
-        let names_itself = |label: &str| self.search.stems(label).iter().any(|stem| typed_stems.contains(stem));
+        let typed_stems: Vec<Vec<String>> = typed.iter().map(|token| self.search.stems(&token.text)).collect();
+        let names_itself = |label: &str| {
+            self.search
+                .stems(label)
+                .iter()
+                .any(|stem| typed_stems.iter().flatten().any(|typed| typed == stem))
+        };
         let (labels, pointed): (Vec<String>, Vec<String>) =
             lowered(&read.groups).into_iter().partition(|group| names_itself(group));
         let excluded_labels = [lowered(&read.excluded_groups), lowered(&read.excluded_tags)].concat();
-        // A word read as a synonym of a group or as a tag is still searched as text too
-        // ("alien" points to Sci-Fi, and is a title).
+        let mut tokens = self.search.tokens(&read.query.join(" "));
+        let mut add = |token: &QueryToken| {
+            if !tokens.contains(token) {
+                tokens.push(token.clone());
+            }
+        };
         // A tag's words are what was typed: searched as text too ("star trek").
-        let tag_words: Vec<&String> = read
+        for tag in read
             .tags
             .iter()
             .filter(|tag| !excluded_labels.contains(&tag.to_lowercase()))
-            .collect();
-        let mut tokens = self.search.tokens(&read.query.join(" "));
-        for token in tag_words.iter().flat_map(|tag| self.search.tokens(tag)) {
-            if !tokens.contains(&token) {
-                tokens.push(token);
-            }
+        {
+            self.search.tokens(tag).iter().for_each(&mut add);
         }
-        for token in &typed {
+        // A word read as a synonym of a group is searched as text too ("alien" points to
+        // Sci-Fi, and is a title).
+        for (token, stems) in typed.iter().zip(&typed_stems) {
             let Some(entry) = dictionary.lookup(&[token.text.as_str()]) else {
                 continue;
             };
             let name = entry.display.to_lowercase();
-            let itself = self
-                .search
-                .stems(&name)
-                .iter()
-                .any(|stem| self.search.stems(&token.text).contains(stem));
-            let kept = entry.kind == EntryKind::Tag || !itself;
-            if kept && !excluded_labels.contains(&name) && !tokens.contains(token) {
-                tokens.push(token.clone());
+            let itself = self.search.stems(&name).iter().any(|stem| stems.contains(stem));
+            if (entry.kind == EntryKind::Tag || !itself) && !excluded_labels.contains(&name) {
+                add(token);
             }
         }
         // Years do not filter a search: a year typed is searched as text, as a title
         // may carry it ("toy story 1995").
         if read.years.take().is_some() {
-            let years = typed.iter().filter(|token| is_year(&token.text));
-            for token in years.cloned().collect::<Vec<_>>() {
-                if !tokens.contains(&token) {
-                    tokens.push(token);
-                }
-            }
+            typed.iter().filter(|token| is_year(&token.text)).for_each(&mut add);
         }
         let mut related_labels = [pointed, lowered(&read.tags), for_kids].concat();
         related_labels.sort_unstable();
