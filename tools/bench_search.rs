@@ -240,8 +240,12 @@ fn misspell(title: &str, rng: &mut StdRng) -> String {
     words.join(" ")
 }
 
-/// Search bodies: 50% titles (whole or first two words), 20% genre words, 30% misspelt titles.
-fn search_bodies(movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec<Bytes>> {
+/// The kinds of search query, as the latency breakdown names them.
+const KINDS: [&str; 4] = ["title", "first words", "genre word", "misspelt title"];
+
+/// Search bodies and the kind of each: 30% titles, 20% their first two words, 20% genre
+/// words, 30% misspelt titles.
+fn search_bodies(movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<(Vec<Bytes>, Vec<usize>)> {
     let genres: Vec<&str> = {
         let mut all: Vec<&str> = movies
             .iter()
@@ -251,23 +255,49 @@ fn search_bodies(movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec
         all.dedup();
         all
     };
-    (0..count)
-        .map(|_| {
-            let movie = &movies[rng.random_range(0..movies.len())];
-            let title = movie
-                .title
-                .rsplit_once(" (")
-                .map_or(movie.title.as_str(), |(title, _)| title);
-            let query = match rng.random_range(0..10) {
-                0..=2 => title.to_string(),
-                3..=4 => title.split(' ').take(2).collect::<Vec<_>>().join(" "),
-                5..=6 => genres[rng.random_range(0..genres.len())].to_lowercase(),
-                _ => misspell(title, rng),
-            };
-            let body = json!({"query": query, "user_id": USER, "session_id": SESSION});
-            Ok(serde_json::to_vec(&body)?.into())
+    let (mut bodies, mut kinds) = (Vec::with_capacity(count), Vec::with_capacity(count));
+    for _ in 0..count {
+        let movie = &movies[rng.random_range(0..movies.len())];
+        let title = movie
+            .title
+            .rsplit_once(" (")
+            .map_or(movie.title.as_str(), |(title, _)| title);
+        let (kind, query) = match rng.random_range(0..10) {
+            0..=2 => (0, title.to_string()),
+            3..=4 => (1, title.split(' ').take(2).collect::<Vec<_>>().join(" ")),
+            5..=6 => (2, genres[rng.random_range(0..genres.len())].to_lowercase()),
+            _ => (3, misspell(title, rng)),
+        };
+        let body = json!({"query": query, "user_id": USER, "session_id": SESSION});
+        bodies.push(serde_json::to_vec(&body)?.into());
+        kinds.push(kind);
+    }
+    Ok((bodies, kinds))
+}
+
+/// Search latencies by query kind. Only with one connection, where the latencies are in
+/// the bodies' order.
+fn by_kind(run: &ClosedRun, kinds: &[usize]) -> String {
+    KINDS
+        .iter()
+        .enumerate()
+        .map(|(kind, name)| {
+            let latencies: Vec<f64> = run
+                .latencies
+                .iter()
+                .zip(kinds)
+                .filter(|(_, k)| **k == kind)
+                .map(|(latency, _)| *latency)
+                .collect();
+            format!(
+                "{name} ({}): p50 {}, p99 {}",
+                latencies.len(),
+                ms(percentile(&latencies, 0.5)),
+                ms(percentile(&latencies, 0.99))
+            )
         })
-        .collect()
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn rerank_bodies(args: &Args, movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec<Bytes>> {
@@ -381,13 +411,17 @@ async fn main() -> Result<()> {
             started.elapsed().as_secs_f64()
         );
         session_state(&target, &args, &mut rng).await?;
-        let searches = Arc::new(search_bodies(&movies, args.queries, &mut rng)?);
-        let warm_searches = Arc::new(search_bodies(&movies, args.warmup, &mut rng)?);
+        let (searches, kinds) = search_bodies(&movies, args.queries, &mut rng)?;
+        let searches = Arc::new(searches);
+        let warm_searches = Arc::new(search_bodies(&movies, args.warmup, &mut rng)?.0);
         let reranks = Arc::new(rerank_bodies(&args, &movies, args.queries, &mut rng)?);
         let warm_reranks = Arc::new(rerank_bodies(&args, &movies, args.warmup, &mut rng)?);
         closed_loop(&target, SEARCH, warm_searches, args.connections).await?;
         let search = closed_loop(&target, SEARCH, searches, args.connections).await?;
         println!("search: {}", summary(&search));
+        if args.connections == 1 {
+            println!("search by kind: {}", by_kind(&search, &kinds));
+        }
         closed_loop(&target, RERANK, warm_reranks, args.connections).await?;
         let rerank = closed_loop(&target, RERANK, reranks, args.connections).await?;
         println!("rerank ({} ids): {}", args.rerank_ids, summary(&rerank));
