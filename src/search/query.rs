@@ -96,6 +96,8 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The index terms of `field` within `token`'s edit distance, other than the token
 /// itself: closest first, then the most frequent, at most `limit`; each with its distance.
+/// A typo is never looked for in the first letter (people rarely make one there), which
+/// keeps the walk of the term dictionary to the terms sharing it.
 fn expansions(
     searcher: &Searcher,
     field: Field,
@@ -103,10 +105,19 @@ fn expansions(
     limit: usize,
 ) -> tantivy::Result<Vec<(String, usize)>> {
     let automaton = FuzzyTermQuery::new(Term::from_field_text(field, &token.text), token.typos, true).automaton()?;
+    let Some(first) = token.text.chars().next() else {
+        return Ok(Vec::new());
+    };
+    let from = first.to_string();
+    let to = char::from_u32(first as u32 + 1).map(String::from);
     let mut found: BTreeMap<String, u64> = BTreeMap::new();
     for segment in searcher.segment_readers() {
         let inverted = segment.inverted_index(field)?;
-        let mut stream = inverted.terms().search(&automaton).into_stream()?;
+        let mut terms = inverted.terms().search(&automaton).ge(from.as_bytes());
+        if let Some(to) = &to {
+            terms = terms.lt(to.as_bytes());
+        }
+        let mut stream = terms.into_stream()?;
         while stream.advance() {
             let Ok(text) = std::str::from_utf8(stream.key()) else {
                 continue;
@@ -197,7 +208,7 @@ pub fn coverage_query(
         let weight = rarity(searcher, fields, &stem(stemmer, &token.text))?;
         clauses.push((
             Occur::Should,
-            token_query(searcher, fields, stemmer, token, weight, config)?,
+            token_query(searcher, &everywhere(fields, config), stemmer, token, weight, config)?,
         ));
         most += weight * config.title_boost;
     }
@@ -206,10 +217,12 @@ pub fn coverage_query(
         let weight = idf(searcher.doc_freq(&term)?, searcher.num_docs());
         let mut either: Vec<Box<dyn Query>> = vec![constant(term, weight * config.title_boost)];
         let mut words = Vec::new();
+        // Items outside the label may carry its words in their titles; in their labels
+        // or descriptions they add little to the label's own items and cost a long walk.
         for token in query_tokens(&mut super::schema::analyzer(), label, config) {
             words.push((
                 Occur::Should,
-                token_query(searcher, fields, stemmer, &token, weight, config)?,
+                token_query(searcher, &title_only(fields, config), stemmer, &token, weight, config)?,
             ));
         }
         if !words.is_empty() {
@@ -251,12 +264,28 @@ pub fn coverage_query(
     Ok((Box::new(BooleanQuery::new(clauses)), most))
 }
 
-/// One token's best match: the title, labels and body, exact, stemmed, or (title and
-/// labels) within its edit distance, each scoring `weight` × its field's boost × its
-/// form's factor.
+/// Where a token is looked for: a text field, its stemmed copy, the field's boost, and
+/// whether typos are tolerated there.
+type Place = (Field, Field, f32, bool);
+
+/// The title, the labels and the body; typos in the first two.
+fn everywhere(fields: &Fields, config: &SearchConfig) -> [Place; 3] {
+    [
+        (fields.title, fields.title_stem, config.title_boost, true),
+        (fields.labels, fields.labels_stem, config.labels_boost, true),
+        (fields.body, fields.body_stem, config.body_boost, false),
+    ]
+}
+
+fn title_only(fields: &Fields, config: &SearchConfig) -> [Place; 1] {
+    [(fields.title, fields.title_stem, config.title_boost, true)]
+}
+
+/// One token's best match in `places`: exact, stemmed, or within its edit distance, each
+/// scoring `weight` × its field's boost × its form's factor.
 fn token_query(
     searcher: &Searcher,
-    fields: &Fields,
+    places: &[Place],
     stemmer: &mut TextAnalyzer,
     token: &QueryToken,
     weight: f32,
@@ -264,11 +293,7 @@ fn token_query(
 ) -> tantivy::Result<Box<dyn Query>> {
     let stemmed = stem(stemmer, &token.text);
     let mut forms: Vec<Box<dyn Query>> = Vec::new();
-    for (field, stemmed_field, boost, fuzzy) in [
-        (fields.title, fields.title_stem, config.title_boost, true),
-        (fields.labels, fields.labels_stem, config.labels_boost, true),
-        (fields.body, fields.body_stem, config.body_boost, false),
-    ] {
+    for &(field, stemmed_field, boost, fuzzy) in places {
         let score = weight * boost;
         forms.push(constant(Term::from_field_text(field, &token.text), score));
         forms.push(constant(
