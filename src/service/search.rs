@@ -25,10 +25,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::embedded_events::EmbeddedEvent;
+use super::search_reading::Reading;
 use super::recommend::{leaves_out_deleted, rule_stack};
 use super::{ServiceError, Services};
 use crate::config::SearchConfig;
 use crate::embed::Lane;
+use crate::engine::catalog::ItemReader;
 use crate::ranking::rules::{self, Rules};
 use crate::ranking::{
     affinity_by_attribute, explain_affinity, feature_vectors, Candidate, Explanation, Feature, FeatureVector, Placed,
@@ -191,33 +193,12 @@ impl Services {
             .iter()
             .map(|parts| parts.iter().map(|(_, part)| part).sum())
             .collect();
-        // With filters every row is read first: whether an audience or a language
-        // applies depends on what the rows state.
-        let mut filtered = match reading.as_ref().filter(|reading| reading.filters.is_some()) {
-            Some(reading) => {
-                let rows = hits
-                    .iter()
-                    .map(|hit| items.find(&hit.id, Some(&hit.table)))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Some((reading.passes(&rows), rows))
-            }
-            None => None,
-        };
-        let mut found = Vec::with_capacity(request.limit);
-        for Placed { index, score, boost } in rules::apply(&stack, &candidates, &scores, None) {
+        let placed = rules::apply(&stack, &candidates, &scores, None);
+        let filters = reading.as_ref().filter(|reading| reading.filters.is_some());
+        let rows = rows_of_best(items, &hits, &placed, filters, request.limit)?;
+        let mut found = Vec::with_capacity(rows.len());
+        for (Placed { index, score, boost }, row) in rows {
             let hit = &hits[index];
-            // The index may lag a delete by one commit: the stored row decides.
-            let row = match &mut filtered {
-                Some((passes, rows)) if passes[index] => rows[index].take(),
-                Some(_) => None,
-                None => items.find(&hit.id, Some(&hit.table))?,
-            };
-            let Some(row) = row else {
-                continue;
-            };
-            if row.get("is_deleted") == Some(&Value::Bool(true)) {
-                continue;
-            }
             found.push(Found {
                 id: hit.id.clone(),
                 table: hit.table.clone(),
@@ -229,9 +210,6 @@ impl Services {
                     explanation
                 }),
             });
-            if found.len() == request.limit {
-                break;
-            }
         }
         Ok(found)
     }
@@ -292,6 +270,50 @@ impl Services {
             .await
             .map_err(|error| ServiceError::Internal(format!("search task failed: {error}")))?
             .map_err(ServiceError::from)
+    }
+}
+
+/// The stored rows of the best `limit` of `placed`, in order, with each one's place:
+/// rows the catalog no longer has or has soft-deleted are left out (the index may lag a
+/// delete by one commit), and so are those failing the reading's filters. Rows are read
+/// in order, as many at a time as are still wanted, so a search reads about `limit`
+/// rows, not its whole pool. Whether an audience, a language or availability can be
+/// checked at all is judged on the rows read so far; a check only ever turns on, and
+/// every row read is checked again when one does.
+fn rows_of_best(
+    items: &ItemReader,
+    hits: &[TextHit],
+    placed: &[Placed],
+    filters: Option<&Reading>,
+    limit: usize,
+) -> Result<Vec<(Placed, Map<String, Value>)>, ServiceError> {
+    let mut rows: Vec<Option<Map<String, Value>>> = Vec::new();
+    loop {
+        let kept: Vec<usize> = match filters {
+            Some(reading) => reading
+                .passes(&rows)
+                .iter()
+                .enumerate()
+                .filter(|(_, passes)| **passes)
+                .map(|(at, _)| at)
+                .take(limit)
+                .collect(),
+            None => (0..rows.len()).filter(|at| rows[*at].is_some()).take(limit).collect(),
+        };
+        if kept.len() == limit || rows.len() == placed.len() {
+            return Ok(kept
+                .into_iter()
+                .filter_map(|at| Some((placed[at], rows[at].take()?)))
+                .collect());
+        }
+        let wanted = (limit - kept.len()).min(placed.len() - rows.len());
+        for place in &placed[rows.len()..rows.len() + wanted] {
+            let hit = &hits[place.index];
+            let row = items
+                .find(&hit.id, Some(&hit.table))?
+                .filter(|row| row.get("is_deleted") != Some(&Value::Bool(true)));
+            rows.push(row);
+        }
     }
 }
 
