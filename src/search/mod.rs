@@ -298,6 +298,30 @@ impl SearchIndex {
         Ok(scores)
     }
 
+    /// Whether some item's title carries every one of `stems` (false when the index
+    /// cannot be read: the caller then reads the query as it would without titles).
+    pub fn a_title_has_all(&self, stems: &[String]) -> bool {
+        if stems.is_empty() {
+            return false;
+        }
+        let all: Vec<(Occur, Box<dyn Query>)> = stems
+            .iter()
+            .map(|stem| {
+                let term = Term::from_field_text(self.fields.title_stem, stem);
+                let query: Box<dyn Query> = Box::new(TermQuery::new(term, tantivy::schema::IndexRecordOption::Basic));
+                (Occur::Must, query)
+            })
+            .collect();
+        let searcher = self.reader.searcher();
+        match searcher.search(&BooleanQuery::new(all), &TopDocs::with_limit(1).order_by_score()) {
+            Ok(top) => !top.is_empty(),
+            Err(error) => {
+                tracing::warn!(%error, "searching titles failed");
+                false
+            }
+        }
+    }
+
     /// The distinct analyzed tokens of `text`, with the typos each tolerates.
     pub fn tokens(&self, text: &str) -> Vec<QueryToken> {
         query::query_tokens(&mut self.analyzer.clone(), text, &self.config)

@@ -74,6 +74,18 @@ impl Services {
         };
         let typed = self.search.tokens(query);
         let typed_stems: Vec<Vec<String>> = typed.iter().map(|token| self.search.stems(&token.text)).collect();
+        // Audience words are title words too ("The Karate Kid", "Child's Play", "Family
+        // Guy"): a query of two words or more that a title carries whole is that title.
+        if read.audience.is_some() && typed.len() >= 2 && self.search.a_title_has_all(&typed_stems.concat()) {
+            return Reading {
+                wanted: Wanted {
+                    tokens: typed,
+                    ..Wanted::default()
+                },
+                filters: None,
+                children_groups: Vec::new(),
+            };
+        }
         let names_itself = |label: &str| {
             self.search
                 .stems(label)
