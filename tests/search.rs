@@ -68,7 +68,10 @@ impl Catalog {
     }
 
     fn load_first(count: usize) -> Catalog {
-        let server = TestServer::start();
+        Catalog::load_into(TestServer::start(), count)
+    }
+
+    fn load_into(server: TestServer, count: usize) -> Catalog {
         let movies: Vec<Movie> = movies().into_iter().take(count).collect();
         for chunk in movies.chunks(2_000) {
             let rows: Vec<Value> = chunk.iter().map(movie_row).collect();
@@ -214,6 +217,29 @@ fn a_title_finds_its_film_first_even_misspelt() {
         catalog.search_ids(json!({"query": "qxzvwk"})).is_empty(),
         "nothing is close"
     );
+}
+
+/// With MiniLM, a word the catalog has nowhere, not even within a typo, names the
+/// catalog's genres by meaning (as chat reads it); with the hashed embedder it finds nothing.
+#[test]
+fn a_word_the_catalog_lacks_is_read_by_meaning_with_minilm() {
+    let minilm = TestServer::start_with_env(&[("RANKSTREAM__EMBED__MODEL_DIR", &minilm_dir())]);
+    let catalog = Catalog::load_into(minilm, usize::MAX);
+    let found = catalog.search_ids(json!({"query": "warfare", "limit": 10}));
+    assert_eq!(found.len(), 10, "warfare: {found:?}");
+    for id in &found {
+        assert!(catalog.genres[id].iter().any(|genre| genre == "War"), "warfare: {id} {:?}", catalog.genres[id]);
+    }
+    // A word the catalog has within a typo stays text: no model run, the titles first.
+    let found = catalog.search_ids(json!({"query": "sleuths", "limit": 3}));
+    let titles: Vec<&str> = found
+        .iter()
+        .map(|id| catalog.movies.iter().find(|m| &m.id == id).unwrap().title.as_str())
+        .collect();
+    assert!(titles.first().is_some_and(|title| title.starts_with("Sleuth")), "{titles:?}");
+
+    let plain = Catalog::load_first(2_000);
+    assert!(plain.search_ids(json!({"query": "warfare"})).is_empty());
 }
 
 #[test]

@@ -322,6 +322,34 @@ impl SearchIndex {
         }
     }
 
+    /// Those of `words` the index has nowhere, not even within a typo (each of the word's
+    /// tokens unknown); none when the index cannot be read.
+    pub fn unknown_words(&self, words: &[String]) -> Vec<String> {
+        let searcher = self.reader.searcher();
+        let mut stemmer = schema::stem_analyzer();
+        let mut unknown = |word: &String| -> tantivy::Result<bool> {
+            let tokens = self.tokens(word);
+            for token in &tokens {
+                if !query::is_unknown(&searcher, &self.fields, &mut stemmer, token)? {
+                    return Ok(false);
+                }
+            }
+            Ok(!tokens.is_empty())
+        };
+        let mut found = Vec::new();
+        for word in words {
+            match unknown(word) {
+                Ok(true) => found.push(word.clone()),
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "looking up query words failed");
+                    return Vec::new();
+                }
+            }
+        }
+        found
+    }
+
     /// The distinct analyzed tokens of `text`, with the typos each tolerates.
     pub fn tokens(&self, text: &str) -> Vec<QueryToken> {
         query::query_tokens(&mut self.analyzer.clone(), text, &self.config)

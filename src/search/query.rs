@@ -96,24 +96,33 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The index terms of `field` within `token`'s edit distance, other than the token
 /// itself: closest first, then the most frequent, at most `limit`; each with its distance.
-/// A typo is never looked for in the first letter (people rarely make one there), which
-/// keeps the walk of the term dictionary to the terms sharing it.
+/// With [`FirstLetter::Kept`] a typo is not looked for in the first letter (people rarely
+/// make one there), which keeps the walk of the term dictionary to the terms sharing it.
 fn expansions(
     searcher: &Searcher,
     field: Field,
     token: &QueryToken,
     limit: usize,
+    first_letter: FirstLetter,
 ) -> tantivy::Result<Vec<(String, usize)>> {
     let automaton = FuzzyTermQuery::new(Term::from_field_text(field, &token.text), token.typos, true).automaton()?;
     let Some(first) = token.text.chars().next() else {
         return Ok(Vec::new());
     };
-    let from = first.to_string();
-    let to = char::from_u32(first as u32 + 1).map(String::from);
+    let (from, to) = match first_letter {
+        FirstLetter::Kept => (
+            Some(first.to_string()),
+            char::from_u32(first as u32 + 1).map(String::from),
+        ),
+        FirstLetter::Any => (None, None),
+    };
     let mut found: BTreeMap<String, u64> = BTreeMap::new();
     for segment in searcher.segment_readers() {
         let inverted = segment.inverted_index(field)?;
-        let mut terms = inverted.terms().search(&automaton).ge(from.as_bytes());
+        let mut terms = inverted.terms().search(&automaton);
+        if let Some(from) = &from {
+            terms = terms.ge(from.as_bytes());
+        }
         if let Some(to) = &to {
             terms = terms.lt(to.as_bytes());
         }
@@ -139,6 +148,13 @@ fn expansions(
     Ok(ranked.into_iter().map(|(text, distance, _)| (text, distance)).collect())
 }
 
+/// Whether a typo may be in a word's first letter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum FirstLetter {
+    Kept,
+    Any,
+}
+
 fn boosted_term(field: Field, text: &str, boost: f32) -> (Occur, Box<dyn Query>) {
     let term = TermQuery::new(Term::from_field_text(field, text), IndexRecordOption::WithFreqs);
     (Occur::Should, Box::new(BoostQuery::new(Box::new(term), boost)))
@@ -162,7 +178,7 @@ pub fn text_query(
         for &(field, boost, fuzzy) in &weighted {
             clauses.push(boosted_term(field, &token.text, boost));
             if fuzzy && token.typos > 0 {
-                for (text, distance) in expansions(searcher, field, token, config.fuzzy_max_expansions)? {
+                for (text, distance) in expansions(searcher, field, token, config.fuzzy_max_expansions, FirstLetter::Kept)? {
                     let weight = boost * config.fuzzy_factor.powi(distance as i32);
                     clauses.push(boosted_term(field, &text, weight));
                 }
@@ -301,13 +317,45 @@ fn token_query(
             score * config.stem_factor,
         ));
         if fuzzy && token.typos > 0 {
-            for (text, distance) in expansions(searcher, field, token, config.fuzzy_max_expansions)? {
+            for (text, distance) in expansions(searcher, field, token, config.fuzzy_max_expansions, FirstLetter::Kept)? {
                 let factor = config.fuzzy_factor.powi(distance as i32);
                 forms.push(constant(Term::from_field_text(field, &text), score * factor));
             }
         }
     }
     Ok(Box::new(DisjunctionMaxQuery::new(forms)))
+}
+
+/// Whether the index has `token` nowhere: in no field, stemmed or not, and (in the
+/// title and labels) not within its edit distance either, the first letter included
+/// (this walk is made only for words the index lacks).
+pub fn is_unknown(
+    searcher: &Searcher,
+    fields: &Fields,
+    stemmer: &mut TextAnalyzer,
+    token: &QueryToken,
+) -> tantivy::Result<bool> {
+    let stemmed = stem(stemmer, &token.text);
+    for (field, text) in [
+        (fields.title, &token.text),
+        (fields.labels, &token.text),
+        (fields.body, &token.text),
+        (fields.title_stem, &stemmed),
+        (fields.labels_stem, &stemmed),
+        (fields.body_stem, &stemmed),
+    ] {
+        if searcher.doc_freq(&Term::from_field_text(field, text))? > 0 {
+            return Ok(false);
+        }
+    }
+    if token.typos > 0 {
+        for field in [fields.title, fields.labels] {
+            if !expansions(searcher, field, token, 1, FirstLetter::Any)?.is_empty() {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 fn constant(term: Term, score: f32) -> Box<dyn Query> {

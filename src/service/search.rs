@@ -132,7 +132,10 @@ impl Services {
         }
         let config = self.search.config();
         // Plain BM25 (the relevance suite's baseline) reads nothing into the query.
-        let reading = (!config.bm25_only).then(|| self.read_query(&request.query));
+        let reading = match config.bm25_only {
+            true => None,
+            false => Some(self.read_query(&request.query).await),
+        };
         let mut pool = (request.limit * 4).max(config.candidate_pool);
         if request
             .rules

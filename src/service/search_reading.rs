@@ -17,14 +17,20 @@ use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 
 use super::Services;
-use crate::chat::constraints::{extract, Audience, Constraints, LastAnswer, Scale};
-use crate::chat::dictionary::EntryKind;
+use crate::chat::constraints::{extract, Audience, Constraints, Extracted, LastAnswer, Scale};
+use crate::chat::dictionary::{EntryKind, LabelDictionary};
 use crate::chat::filter::{failed_checks, Applicable};
 use crate::ranking::trained::Trained;
 use crate::search::{item_hash, Priors, QueryToken, Wanted};
 
 /// The priors are made again at most this often, and only when the models changed.
 const PRIORS_REFRESH: Duration = Duration::from_secs(2);
+
+/// Shortest word read by meaning: shorter unknown words are mostly typos and fragments
+/// ("mne", "deb,t").
+const MEANING_MIN_CHARS: usize = 4;
+/// Most unknown words of one query read by meaning (each costs the model a word).
+const MEANING_MAX_WORDS: usize = 2;
 
 /// A search query as read.
 #[derive(Debug, Clone, Default)]
@@ -61,9 +67,10 @@ pub struct PriorsCache {
 
 impl Services {
     /// Reads `query` as chat reads a message (see the module documentation).
-    pub(super) fn read_query(&self, query: &str) -> Reading {
+    pub(super) async fn read_query(&self, query: &str) -> Reading {
         let dictionary = self.chat_dictionary();
-        let extracted = extract(query, &dictionary);
+        let mut extracted = extract(query, &dictionary);
+        self.read_unknown_by_meaning(&mut extracted, &dictionary).await;
         let mut read = Constraints::default();
         read.apply(&extracted, &LastAnswer::default(), &Scale::default());
         let lowered = |names: &[String]| names.iter().map(|name| name.to_lowercase()).collect::<Vec<_>>();
@@ -159,6 +166,52 @@ impl Services {
             wanted,
             filters,
             children_groups: dictionary.children_groups().to_vec(),
+        }
+    }
+
+    /// The words the catalog has nowhere, not even within a typo, are read by meaning as
+    /// chat reads them (with MiniLM: "jokes" names Comedy): a word the catalog lacks finds
+    /// nothing as text, and may name one of its labels. A word it has, or has within a
+    /// typo, stays text and costs no model run (one is milliseconds, and would fall on
+    /// every misspelt title).
+    async fn read_unknown_by_meaning(&self, extracted: &mut Extracted, dictionary: &Arc<LabelDictionary>) {
+        if !self.embedder.understands_meaning() {
+            return;
+        }
+        let unknown_words = |words: &[String]| {
+            let long: Vec<String> = words
+                .iter()
+                .filter(|word| word.chars().count() >= MEANING_MIN_CHARS)
+                .cloned()
+                .collect();
+            let mut unknown = self.search.unknown_words(&long);
+            unknown.truncate(MEANING_MAX_WORDS);
+            unknown
+        };
+        let mut unknown = Extracted {
+            terms: unknown_words(&extracted.terms),
+            negated_terms: unknown_words(&extracted.negated_terms),
+            ..Extracted::default()
+        };
+        if unknown.terms.is_empty() && unknown.negated_terms.is_empty() {
+            return;
+        }
+        let words = unknown.terms.clone();
+        self.read_by_meaning(&mut unknown, dictionary).await;
+        extracted
+            .terms
+            .retain(|word| !words.contains(word) || unknown.terms.contains(word));
+        for (read, into) in [
+            (unknown.groups, &mut extracted.groups),
+            (unknown.tags, &mut extracted.tags),
+            (unknown.excluded_groups, &mut extracted.excluded_groups),
+            (unknown.excluded_tags, &mut extracted.excluded_tags),
+        ] {
+            for name in read {
+                if !into.contains(&name) {
+                    into.push(name);
+                }
+            }
         }
     }
 
