@@ -59,10 +59,18 @@ impl Reading {
     }
 }
 
-/// The priors made last, from which models, and when.
-#[derive(Default)]
+/// The priors made last, from which models, and when; made again off the request path.
+#[derive(Default, Clone)]
 pub struct PriorsCache {
-    made: Mutex<Option<(Arc<Trained>, Instant, Arc<Priors>)>>,
+    made: Arc<Mutex<Option<MadePriors>>>,
+}
+
+struct MadePriors {
+    models: Arc<Trained>,
+    at: Instant,
+    priors: Arc<Priors>,
+    /// A task is making them again from newer models.
+    remaking: bool,
 }
 
 impl Services {
@@ -215,19 +223,38 @@ impl Services {
         }
     }
 
-    /// Each item's prior, made from the latest models (at most every
-    /// [`PRIORS_REFRESH`], and only when they changed since).
+    /// Each item's prior, from the latest models: the first search makes them; after
+    /// that, a search that finds the models changed (and the priors older than
+    /// [`PRIORS_REFRESH`]) has them made again on the blocking pool and uses the ones it
+    /// has meanwhile (~10 ms at 100k items, too long for a request's path).
     pub(super) fn search_priors(&self) -> Arc<Priors> {
         let latest = self.training.snapshots().latest();
         let mut made = self.search_priors.made.lock();
-        if let Some((models, at, priors)) = made.as_ref() {
-            if Arc::ptr_eq(models, &latest) || at.elapsed() < PRIORS_REFRESH {
-                return priors.clone();
-            }
+        let Some(current) = made.as_mut() else {
+            let priors = Arc::new(priors_of(&latest));
+            *made = Some(MadePriors {
+                models: latest,
+                at: Instant::now(),
+                priors: priors.clone(),
+                remaking: false,
+            });
+            return priors;
+        };
+        let fresh = Arc::ptr_eq(&current.models, &latest) || current.at.elapsed() < PRIORS_REFRESH;
+        if !fresh && !current.remaking {
+            current.remaking = true;
+            let cache = self.search_priors.made.clone();
+            tokio::task::spawn_blocking(move || {
+                let priors = Arc::new(priors_of(&latest));
+                *cache.lock() = Some(MadePriors {
+                    models: latest,
+                    at: Instant::now(),
+                    priors,
+                    remaking: false,
+                });
+            });
         }
-        let priors = Arc::new(priors_of(&latest));
-        *made = Some((latest, Instant::now(), priors.clone()));
-        priors
+        current.priors.clone()
     }
 }
 
