@@ -275,29 +275,23 @@ fn search_bodies(movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<(Ve
     Ok((bodies, kinds))
 }
 
-/// Search latencies by query kind. Only with one connection, where the latencies are in
-/// the bodies' order.
-fn by_kind(run: &ClosedRun, kinds: &[usize]) -> String {
+/// Search latencies by query kind, each kind's in one list. Only with one connection,
+/// where the latencies are in the bodies' order.
+fn by_kind(run: &ClosedRun, kinds: &[usize]) -> Vec<(&'static str, Vec<f64>)> {
     KINDS
         .iter()
         .enumerate()
         .map(|(kind, name)| {
-            let latencies: Vec<f64> = run
+            let latencies = run
                 .latencies
                 .iter()
                 .zip(kinds)
                 .filter(|(_, k)| **k == kind)
                 .map(|(latency, _)| *latency)
                 .collect();
-            format!(
-                "{name} ({}): p50 {}, p99 {}",
-                latencies.len(),
-                ms(percentile(&latencies, 0.5)),
-                ms(percentile(&latencies, 0.99))
-            )
+            (*name, latencies)
         })
-        .collect::<Vec<_>>()
-        .join("; ")
+        .collect()
 }
 
 fn rerank_bodies(args: &Args, movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec<Bytes>> {
@@ -358,7 +352,13 @@ fn summary(run: &ClosedRun) -> String {
     )
 }
 
-fn markdown_section(args: &Args, search: &ClosedRun, rerank: &ClosedRun, setup: &str) -> String {
+fn markdown_section(
+    args: &Args,
+    search: &ClosedRun,
+    rerank: &ClosedRun,
+    setup: &str,
+    kinds: &[(&str, Vec<f64>)],
+) -> String {
     let p99 = percentile(&search.latencies, 0.99);
     let met = if p99 <= P99_TARGET_MS { "met" } else { "NOT met" };
     let row = |name: &str, run: &ClosedRun| {
@@ -386,6 +386,15 @@ fn markdown_section(args: &Args, search: &ClosedRun, rerank: &ClosedRun, setup: 
         row("POST /v1/search", search),
         row(&format!("POST /v1/search/rerank ({} ids)", args.rerank_ids), rerank),
     ));
+    if !kinds.is_empty() {
+        out.push_str("\n| search query kind | requests | p50 | p90 | p99 | max |\n|---|---|---|---|---|---|\n");
+        for (name, latencies) in kinds {
+            let [p50, p90, p99, max] = percentile_cells(latencies, ms);
+            let count = thousands(latencies.len() as f64);
+            out.push_str(&markdown_row(&[name.to_string(), count, p50, p90, p99, max]));
+            out.push('\n');
+        }
+    }
     out
 }
 
@@ -419,15 +428,20 @@ async fn main() -> Result<()> {
         closed_loop(&target, SEARCH, warm_searches, args.connections).await?;
         let search = closed_loop(&target, SEARCH, searches, args.connections).await?;
         println!("search: {}", summary(&search));
-        if args.connections == 1 {
-            println!("search by kind: {}", by_kind(&search, &kinds));
+        let kinds = match args.connections {
+            1 => by_kind(&search, &kinds),
+            _ => Vec::new(),
+        };
+        for (name, latencies) in &kinds {
+            let [p50, _, p99, max] = percentile_cells(latencies, ms);
+            println!("  {name} ({}): p50 {p50}, p99 {p99}, max {max}", latencies.len());
         }
         closed_loop(&target, RERANK, warm_reranks, args.connections).await?;
         let rerank = closed_loop(&target, RERANK, reranks, args.connections).await?;
         println!("rerank ({} ids): {}", args.rerank_ids, summary(&rerank));
-        anyhow::Ok((search, rerank, setup))
+        anyhow::Ok((search, rerank, setup, kinds))
     };
-    let (search, rerank, setup) = server.stop_after(work).await?;
+    let (search, rerank, setup, kinds) = server.stop_after(work).await?;
     for (name, run) in [("search", &search), ("rerank", &rerank)] {
         let failures = &run.tally.failures;
         if failures.count > 0 {
@@ -445,7 +459,7 @@ async fn main() -> Result<()> {
         ms(p99)
     );
     if let Some(path) = &args.write_markdown {
-        let section = markdown_section(&args, &search, &rerank, &setup);
+        let section = markdown_section(&args, &search, &rerank, &setup, &kinds);
         publish_section(path, MARKDOWN_HEADING, &section, None)?;
     }
     Ok(())
