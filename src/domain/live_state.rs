@@ -151,14 +151,18 @@ pub fn affinity_attributes(item: &Map<String, Value>) -> Vec<String> {
     keys
 }
 
-/// Whether the catalog says an item can be had: `availability` as a boolean, a
-/// count, or a word ("available", "in_stock", "sold_out", ...); a soft-deleted item
-/// cannot. `None` when the item does not say.
+/// The fields that say whether an item can be had, the first present deciding:
+/// `availability` (the SPEC's), then the names shops also use.
+const AVAILABILITY_FIELDS: [&str; 4] = ["availability", "available", "in_stock", "stock"];
+
+/// Whether the catalog says an item can be had: the first of [`AVAILABILITY_FIELDS`]
+/// present, as a boolean, a count, or a word ("available", "in_stock", "sold_out",
+/// ...); a soft-deleted item cannot. `None` when the item does not say.
 pub fn availability(item: &Map<String, Value>) -> Option<bool> {
     if item.get("is_deleted") == Some(&Value::Bool(true)) {
         return Some(false);
     }
-    match item.get("availability").or_else(|| item.get("available"))? {
+    match AVAILABILITY_FIELDS.iter().find_map(|field| item.get(*field))? {
         Value::Bool(available) => Some(*available),
         Value::Number(count) => count.as_f64().map(|count| count > 0.0),
         Value::String(word) => match word.to_ascii_lowercase().replace([' ', '-'], "_").as_str() {
@@ -335,6 +339,22 @@ mod tests {
                                       "sid": "s", "item_id": item}),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn availability_is_read_from_the_fields_shops_use() {
+        let said = |row: Value| availability(row.as_object().unwrap());
+        assert_eq!(said(json!({"availability": "sold out"})), Some(false));
+        assert_eq!(said(json!({"availability": 3})), Some(true));
+        assert_eq!(said(json!({"available": false})), Some(false));
+        assert_eq!(said(json!({"in_stock": false})), Some(false));
+        assert_eq!(said(json!({"in_stock": "yes"})), Some(true));
+        assert_eq!(said(json!({"stock": 0})), Some(false));
+        assert_eq!(said(json!({"stock": 12})), Some(true));
+        // The SPEC's field decides over the others; a deleted item is never available.
+        assert_eq!(said(json!({"availability": true, "stock": 0})), Some(true));
+        assert_eq!(said(json!({"stock": 5, "is_deleted": true})), Some(false));
+        assert_eq!(said(json!({"name": "mug"})), None);
     }
 
     #[test]
