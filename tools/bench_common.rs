@@ -1,5 +1,5 @@
 //! The harness shared by the benchmark tools (`bench-catalog`, `bench-chat`,
-//! `bench-embed`, `bench-events`, `bench-recommend`, `bench-search`, `bench-cluster`) and `eval-offline`,
+//! `bench-embed`, `bench-events`, `bench-memory`, `bench-recommend`, `bench-search`, `bench-cluster`) and `eval-offline`,
 //! included by each with `#[path = "bench_common.rs"] mod bench_common;`. Its modules
 //! live in `tools/bench/` and everything they export is re-exported here:
 //!

@@ -29,6 +29,12 @@
 //! 4. rankstream's own account: its recommend time per request from `/v1/admin/stats`
 //!    (parsed request head -> response ready), over all the run's recommend requests.
 //!
+//! The headline (issue 23) is the server CPU per request against the bare server's, from
+//! the closed-loop rounds, with rankstream's own p99 and p99.9; the throughput ratio and
+//! the client-side p99 are for information (the client shares the CPUs).
+//! `--candidates 10,100,1000` sweeps the candidate count instead: closed-loop rounds of
+//! each, interleaved with the bare server's, and a line fitted through the CPU figures.
+//!
 //! Every response must be a 200: non-200s are counted and reported, and make the run fail
 //! (no Markdown is written then).
 //!
@@ -72,8 +78,9 @@ const MARKDOWN_HEADING: &str = "## Recommend latency";
 /// This tool's line in the index at the top of BENCHMARKS.md.
 const INDEX: IndexEntry = IndexEntry {
     tool: "bench-recommend",
-    row: "| Recommend latency | `tools/bench_recommend.rs` (`bench-recommend`) | >= 50% of a bare hyper server's \
-          throughput; p99 <= 2 ms at half the maximum load |",
+    row: "| Recommend latency | `tools/bench_recommend.rs` (`bench-recommend`) | server CPU per request <= 3x a bare \
+          hyper server's, own p99 <= 0.25 ms and p99.9 <= 1 ms (issue 23); >= 50% of its throughput and p99 <= 2 ms \
+          at half the maximum load (for information); `--candidates 10,100,1000`: the cost by candidates |",
 };
 const TABLE: &str = "items";
 const RECOMMEND: Endpoint = Endpoint::post_json("/v1/recommend");
@@ -92,6 +99,13 @@ const P99_TARGET_MS: f64 = 2.0;
 const EXCLUDED: usize = 50;
 /// The `--rules` section of BENCHMARKS.md.
 const RULES_HEADING: &str = "## Recommend with business rules";
+/// The sweep's section of BENCHMARKS.md.
+const SWEEP_HEADING: &str = "## Recommend cost by candidates";
+/// Issue 23's targets: server CPU per recommend against the bare server's, and
+/// rankstream's own p99 and p99.9.
+const CPU_RATIO_TARGET: f64 = 3.0;
+const OWN_P99_TARGET_MS: f64 = 0.25;
+const OWN_P999_TARGET_MS: f64 = 1.0;
 
 #[derive(Parser, Debug)]
 #[command(about = "Benchmark POST /v1/recommend (throughput and latency) against a bare hyper server")]
@@ -99,9 +113,12 @@ struct Args {
     /// The `model_id` of every request.
     #[arg(long, default_value = "default")]
     model: String,
-    /// Candidates (`item_ids`) per request.
-    #[arg(long, default_value_t = 100)]
-    candidates: usize,
+    /// Candidates (`item_ids`) per request. Several (`--candidates 10,100,1000`): the
+    /// sweep instead, closed-loop rounds of each count interleaved with the bare server's,
+    /// with the server CPU per request against the count (a line fitted through them). No
+    /// latency phase then.
+    #[arg(long, value_delimiter = ',', default_value = "100")]
+    candidates: Vec<usize>,
     /// Catalog items (table `items`).
     #[arg(long, default_value_t = 10_000)]
     items: usize,
@@ -263,13 +280,13 @@ async fn create_live_state(target: &Target, args: &Args, rng: &mut StdRng) -> Re
     Ok(())
 }
 
-/// `BODIES` recommend request bodies: a user with state, its session, `--candidates`
+/// `BODIES` recommend request bodies: a user with state, its session, `candidates`
 /// distinct random catalog ids, the model.
-fn request_bodies(args: &Args, rng: &mut StdRng) -> Result<Vec<Bytes>> {
+fn request_bodies(args: &Args, candidates: usize, rng: &mut StdRng) -> Result<Vec<Bytes>> {
     (0..BODIES)
         .map(|_| {
             let (uid, sid) = user(rng.random_range(0..args.users));
-            let items: Vec<String> = sample(rng, args.items, args.candidates).iter().map(item_id).collect();
+            let items: Vec<String> = sample(rng, args.items, candidates).iter().map(item_id).collect();
             let body = json!({"user_id": uid, "session_id": sid, "item_ids": items, "model_id": args.model});
             Ok(serde_json::to_vec(&body)?.into())
         })
@@ -297,7 +314,12 @@ fn with_rules(bodies: &[Bytes], args: &Args, rng: &mut StdRng) -> Result<Vec<Byt
 
 /// Sends `SIZE_SAMPLES` real recommend requests; returns the median response length and
 /// one response.
-async fn sample_responses(target: &Target, bodies: &[Bytes], args: &Args) -> Result<(usize, Value)> {
+async fn sample_responses(
+    target: &Target,
+    bodies: &[Bytes],
+    args: &Args,
+    candidates: usize,
+) -> Result<(usize, Value)> {
     let mut sender = target.connect().await?;
     let (mut lengths, mut example) = (Vec::new(), Value::Null);
     for body in bodies.iter().take(SIZE_SAMPLES) {
@@ -311,9 +333,8 @@ async fn sample_responses(target: &Target, bodies: &[Bytes], args: &Args) -> Res
         example = serde_json::from_slice(&response)?;
         let items = example["items"].as_array().map_or(0, Vec::len);
         ensure!(
-            items == args.candidates,
-            "{} candidates, {items} items in the response: {}",
-            args.candidates,
+            items == candidates,
+            "{candidates} candidates, {items} items in the response: {}",
             snippet(&response)
         );
         lengths.push(response.len() as f64);
@@ -494,9 +515,32 @@ fn goals(report: &Report, args: &Args) -> Vec<Goal> {
     let ratio = report.ratio();
     let p99 = percentile(&report.ours_latency.latencies, 0.99);
     let share = args.load_fraction * 100.0;
-    vec![
+    let mut goals = Vec::new();
+    if let Some((bare, ours)) = server_cpu_medians(&report.bare_rounds, &report.ours_rounds) {
+        goals.push(Goal::new(
+            "server CPU per request, rankstream / bare hyper (medians; the headline)",
+            format!("{:.2}x ({ours:.1} µs against {bare:.1} µs)", ours / bare),
+            "<= 3x",
+            ours / bare <= CPU_RATIO_TARGET,
+        ));
+    }
+    if let Some(times) = &report.server_times {
+        goals.push(Goal::new(
+            "rankstream's own p99 (/v1/admin/stats, all phases)",
+            ms(times.p99_ms),
+            "<= 0.25 ms",
+            times.p99_ms <= OWN_P99_TARGET_MS,
+        ));
+        goals.push(Goal::new(
+            "rankstream's own p99.9 (/v1/admin/stats, all phases)",
+            ms(times.p999_ms),
+            "<= 1 ms",
+            times.p999_ms <= OWN_P999_TARGET_MS,
+        ));
+    }
+    goals.extend([
         Goal::new(
-            "throughput, rankstream / bare hyper (medians)",
+            "throughput, rankstream / bare hyper (medians; for information: the client shares the CPUs)",
             format!("{:.1}%", ratio * 100.0),
             ">= 50%",
             ratio >= RATIO_TARGET,
@@ -513,7 +557,22 @@ fn goals(report: &Report, args: &Args) -> Vec<Goal> {
             "0",
             report.non_200() == 0,
         ),
-    ]
+    ]);
+    goals
+}
+
+/// The median server CPU per request of the bare server's rounds and of rankstream's,
+/// if `/proc` told.
+fn server_cpu_medians(bare: &[Round], ours: &[Round]) -> Option<(f64, f64)> {
+    Some((median_server_cpu(bare)?, median_server_cpu(ours)?))
+}
+
+fn median_server_cpu(rounds: &[Round]) -> Option<f64> {
+    let values: Vec<f64> = rounds
+        .iter()
+        .map(|round| round.cpu.map(|cpu| cpu.server_us))
+        .collect::<Option<_>>()?;
+    Some(median(&values))
 }
 
 /// The rounds' median CPU time per request, of each server and of the client, and
@@ -559,7 +618,7 @@ fn markdown_section(args: &Args, report: &Report) -> String {
         thousands(args.items as f64),
         thousands(args.users as f64),
         args.events_per_user,
-        args.candidates,
+        args.candidates[0],
         args.model,
         thousands(BODIES as f64),
         report.response_bytes,
@@ -780,8 +839,9 @@ async fn measure(
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    ensure!(!args.candidates.is_empty(), "--candidates needs a count");
     let counts = [
-        args.candidates,
+        *args.candidates.iter().min().unwrap_or(&0),
         args.items,
         args.users,
         args.events_per_user,
@@ -790,7 +850,14 @@ async fn main() -> Result<()> {
         args.latency_connections,
     ];
     ensure!(!counts.contains(&0), "counts must be > 0");
-    ensure!(args.candidates <= args.items, "--candidates must be <= --items");
+    ensure!(
+        args.candidates.iter().all(|count| *count <= args.items),
+        "--candidates must be <= --items"
+    );
+    ensure!(
+        !(args.rules && args.candidates.len() > 1),
+        "--rules takes one --candidates count"
+    );
     ensure!(
         args.seconds > 0.0 && args.latency_seconds > 0.0 && args.warmup_seconds >= 0.0,
         "durations must be > 0"
@@ -816,8 +883,8 @@ async fn main() -> Result<()> {
     let work = async {
         create_catalog(&ours, &args, &mut rng).await?;
         create_live_state(&ours, &args, &mut rng).await?;
-        let bodies = Arc::new(request_bodies(&args, &mut rng)?);
-        let (response_bytes, example) = sample_responses(&ours, &bodies, &args).await?;
+        let bodies = Arc::new(request_bodies(&args, args.candidates[0], &mut rng)?);
+        let (response_bytes, example) = sample_responses(&ours, &bodies, &args, args.candidates[0]).await?;
         let bare_body = padded_json(response_bytes);
         eprintln!(
             "recommend responses: {response_bytes} bytes (median of {SIZE_SAMPLES}), e.g. {}",
@@ -835,6 +902,22 @@ async fn main() -> Result<()> {
             bodies: bodies.clone(),
         };
         let sizes = (response_bytes, bare_body.len(), bare_threads);
+        if args.candidates.len() > 1 {
+            let mut swept = vec![(RULE_KINDS[0].to_string(), load(Arc::new(bare)))];
+            for &count in &args.candidates {
+                let bodies = Arc::new(request_bodies(&args, count, &mut rng)?);
+                sample_responses(&ours, &bodies, &args, count).await?;
+                let load = Load {
+                    target: ours.clone(),
+                    endpoint: RECOMMEND,
+                    bodies,
+                };
+                swept.push((format!("rankstream, {count} candidates"), load));
+            }
+            let kinds: Vec<(&str, &Load)> = swept.iter().map(|(name, load)| (name.as_str(), load)).collect();
+            let (rounds, failures) = interleaved(&args, &kinds, server_pid).await?;
+            return Ok(Measured::Sweep(SweepReport { rounds, failures }));
+        }
         if args.rules {
             let ruled = Load {
                 target: ours.clone(),
@@ -853,6 +936,7 @@ async fn main() -> Result<()> {
     let report = match outcome? {
         Measured::Plain(report) => report,
         Measured::Rules(rules) => return rules.publish(&args),
+        Measured::Sweep(sweep) => return sweep.publish(&args),
     };
 
     print_goals(&goals(&report, &args));
@@ -877,10 +961,11 @@ async fn main() -> Result<()> {
 
 // ---------------------------------------------------------------- --rules
 
-/// What a run measured: the usual report, or the cost of the rules.
+/// What a run measured: the usual report, the cost of the rules, or the sweep.
 enum Measured {
     Plain(Report),
     Rules(RulesReport),
+    Sweep(SweepReport),
 }
 
 /// Closed-loop rounds of the bare server, rankstream without rules and with them.
@@ -893,18 +978,30 @@ struct RulesReport {
 const RULE_KINDS: [&str; 3] = ["bare hyper", "rankstream", "rankstream + rules"];
 
 async fn measure_rules(args: &Args, loads: [&Load; 3], server_pid: Option<u32>) -> Result<RulesReport> {
+    let kinds: Vec<(&str, &Load)> = RULE_KINDS.iter().copied().zip(loads).collect();
+    let (rounds, failures) = interleaved(args, &kinds, server_pid).await?;
+    let rounds: [Vec<Round>; 3] = rounds.try_into().map_err(|_| anyhow::anyhow!("three kinds"))?;
+    Ok(RulesReport { rounds, failures })
+}
+
+/// Closed-loop rounds of each of `kinds` (the first the bare server), interleaved, after
+/// a warm-up of each: each kind's rounds, and the non-200s of all.
+async fn interleaved(
+    args: &Args,
+    kinds: &[(&str, &Load)],
+    server_pid: Option<u32>,
+) -> Result<(Vec<Vec<Round>>, Failures)> {
     let mut failures = Failures::default();
-    for (kind, load) in loads.iter().enumerate() {
+    for (kind, (name, load)) in kinds.iter().enumerate() {
         let warmup = round(load, args, args.warmup_seconds, (kind == 0, server_pid), &mut failures).await?;
-        eprintln!("warm-up {}: {} req/s", RULE_KINDS[kind], thousands(warmup.per_sec));
+        eprintln!("warm-up {name}: {} req/s", thousands(warmup.per_sec));
     }
-    let mut rounds: [Vec<Round>; 3] = Default::default();
+    let mut rounds: Vec<Vec<Round>> = kinds.iter().map(|_| Vec::new()).collect();
     for number in 1..=args.rounds {
-        for (kind, load) in loads.iter().enumerate() {
+        for (kind, (name, load)) in kinds.iter().enumerate() {
             let result = round(load, args, args.seconds, (kind == 0, server_pid), &mut failures).await?;
             println!(
-                "round {number} {}: {} req/s ({}){}",
-                RULE_KINDS[kind],
+                "round {number} {name}: {} req/s ({}){}",
                 thousands(result.per_sec),
                 summary(&result.latencies),
                 result.cpu.map_or(String::new(), |cpu| format!(
@@ -915,23 +1012,16 @@ async fn measure_rules(args: &Args, loads: [&Load; 3], server_pid: Option<u32>) 
             rounds[kind].push(result);
         }
     }
-    Ok(RulesReport { rounds, failures })
+    Ok((rounds, failures))
 }
 
 impl RulesReport {
     /// The median server CPU per request of each kind, if `/proc` told.
     fn cpu(&self) -> Option<[f64; 3]> {
-        let median_cpu = |rounds: &[Round]| -> Option<f64> {
-            let values: Vec<f64> = rounds
-                .iter()
-                .map(|round| round.cpu.map(|cpu| cpu.server_us))
-                .collect::<Option<_>>()?;
-            Some(median(&values))
-        };
         Some([
-            median_cpu(&self.rounds[0])?,
-            median_cpu(&self.rounds[1])?,
-            median_cpu(&self.rounds[2])?,
+            median_server_cpu(&self.rounds[0])?,
+            median_server_cpu(&self.rounds[1])?,
+            median_server_cpu(&self.rounds[2])?,
         ])
     }
 
@@ -969,7 +1059,7 @@ impl RulesReport {
              (the same bodies but for the rules).\n\n",
             thousands(args.items as f64),
             thousands(args.users as f64),
-            args.candidates,
+            args.candidates[0],
             args.model,
             args.connections,
             args.rounds,
@@ -988,4 +1078,88 @@ impl RulesReport {
         out.push_str(&format!("\n{line}.\n"));
         publish_section(path, RULES_HEADING, &out, None)
     }
+}
+
+// ---------------------------------------------------------------- --candidates 10,100,1000
+
+/// Closed-loop rounds of the bare server and of rankstream with each candidate count.
+struct SweepReport {
+    /// The bare server's rounds, then each count's, in `--candidates` order.
+    rounds: Vec<Vec<Round>>,
+    failures: Failures,
+}
+
+impl SweepReport {
+    fn publish(&self, args: &Args) -> Result<()> {
+        if self.failures.count > 0 {
+            bail!(
+                "{} responses were not 200 (the first: {:?}); no Markdown written",
+                self.failures.count,
+                self.failures.first
+            );
+        }
+        let cpu: Vec<f64> = self
+            .rounds
+            .iter()
+            .map(|rounds| median_server_cpu(rounds))
+            .collect::<Option<_>>()
+            .context("no CPU figures from /proc")?;
+        let bare = cpu[0];
+        let points: Vec<(f64, f64)> = args.candidates.iter().map(|&count| count as f64).zip(cpu[1..].iter().copied()).collect();
+        let (slope, intercept) = least_squares(&points);
+        let line = format!(
+            "server CPU per recommend ≈ {intercept:.1} µs + {slope:.3} µs × candidates (least squares over the medians); \
+             the bare server {bare:.1} µs per request: the intercept is {:.2}x it",
+            intercept / bare
+        );
+        let mut table = String::from(
+            "| | req/s (median) | server CPU per request (median) | vs bare | (CPU − bare) / candidates |\n|---|---|---|---|---|\n",
+        );
+        table.push_str(&format!(
+            "| bare hyper | {} | {bare:.1} µs | 1.00x | |\n",
+            thousands(Report::median_rate(&self.rounds[0]))
+        ));
+        for (index, &count) in args.candidates.iter().enumerate() {
+            let cpu = cpu[index + 1];
+            table.push_str(&format!(
+                "| rankstream, {count} candidates | {} | {cpu:.1} µs | {:.2}x | {:.2} µs |\n",
+                thousands(Report::median_rate(&self.rounds[index + 1])),
+                cpu / bare,
+                (cpu - bare) / count as f64,
+            ));
+        }
+        print!("{table}");
+        println!("{line}");
+        let Some(path) = &args.write_markdown else {
+            return Ok(());
+        };
+        let mut out = section_head(SWEEP_HEADING, "bench_recommend.rs");
+        out.push_str(&format!(
+            "- Setup as in \"Recommend latency\" ({} items, {} users with live state, model `{}`); each candidate \
+             count has its own {} bodies of random catalog ids.\n\
+             - Closed loop, {} connections, {} rounds of {} s interleaved: bare, then each count. Per candidate: \
+             (rankstream's CPU − the bare server's) / candidates.\n\n",
+            thousands(args.items as f64),
+            thousands(args.users as f64),
+            args.model,
+            thousands(BODIES as f64),
+            args.connections,
+            args.rounds,
+            args.seconds,
+        ));
+        out.push_str(&table);
+        out.push_str(&format!("\n{line}.\n"));
+        publish_section(path, SWEEP_HEADING, &out, None)
+    }
+}
+
+/// The least-squares line through `points`: (slope, intercept).
+fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|(x, _)| x).sum::<f64>() / n;
+    let mean_y = points.iter().map(|(_, y)| y).sum::<f64>() / n;
+    let covariance: f64 = points.iter().map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
+    let variance: f64 = points.iter().map(|(x, _)| (x - mean_x).powi(2)).sum();
+    let slope = if variance > 0.0 { covariance / variance } else { 0.0 };
+    (slope, mean_y - slope * mean_x)
 }
