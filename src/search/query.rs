@@ -15,7 +15,8 @@
 use std::collections::BTreeMap;
 
 use tantivy::query::{
-    AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, DisjunctionMaxQuery, FuzzyTermQuery, Occur, Query, TermQuery,
+    AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, DfaWrapper, DisjunctionMaxQuery, FuzzyTermQuery, Occur, Query,
+    TermQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{TextAnalyzer, TokenStream};
@@ -102,10 +103,10 @@ fn expansions(
     searcher: &Searcher,
     field: Field,
     token: &QueryToken,
+    automaton: &DfaWrapper,
     limit: usize,
     first_letter: FirstLetter,
 ) -> tantivy::Result<Vec<(String, usize)>> {
-    let automaton = FuzzyTermQuery::new(Term::from_field_text(field, &token.text), token.typos, true).automaton()?;
     let Some(first) = token.text.chars().next() else {
         return Ok(Vec::new());
     };
@@ -119,7 +120,7 @@ fn expansions(
     let mut found: BTreeMap<String, u64> = BTreeMap::new();
     for segment in searcher.segment_readers() {
         let inverted = segment.inverted_index(field)?;
-        let mut terms = inverted.terms().search(&automaton);
+        let mut terms = inverted.terms().search(automaton);
         if let Some(from) = &from {
             terms = terms.ge(from.as_bytes());
         }
@@ -146,6 +147,17 @@ fn expansions(
     ranked.sort_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
     ranked.truncate(limit);
     Ok(ranked.into_iter().map(|(text, distance, _)| (text, distance)).collect())
+}
+
+/// The automaton of the words within `token`'s edit distance (a swap counts as one edit),
+/// built once per token: it does not depend on the field walked.
+fn typo_automaton(field: Field, token: &QueryToken) -> tantivy::Result<Option<DfaWrapper>> {
+    match token.typos {
+        0 => Ok(None),
+        typos => FuzzyTermQuery::new(Term::from_field_text(field, &token.text), typos, true)
+            .automaton()
+            .map(Some),
+    }
 }
 
 /// Whether a typo may be in a word's first letter.
@@ -175,10 +187,12 @@ pub fn text_query(
     ];
     let mut clauses = Vec::new();
     for token in tokens {
+        let automaton = typo_automaton(fields.title, token)?;
         for &(field, boost, fuzzy) in &weighted {
             clauses.push(boosted_term(field, &token.text, boost));
-            if fuzzy && token.typos > 0 {
-                for (text, distance) in expansions(searcher, field, token, config.fuzzy_max_expansions, FirstLetter::Kept)? {
+            if let (true, Some(automaton)) = (fuzzy, &automaton) {
+                let limit = config.fuzzy_max_expansions;
+                for (text, distance) in expansions(searcher, field, token, automaton, limit, FirstLetter::Kept)? {
                     let weight = boost * config.fuzzy_factor.powi(distance as i32);
                     clauses.push(boosted_term(field, &text, weight));
                 }
@@ -309,6 +323,10 @@ fn token_query(
 ) -> tantivy::Result<Box<dyn Query>> {
     let stemmed = stem(stemmer, &token.text);
     let mut forms: Vec<Box<dyn Query>> = Vec::new();
+    let automaton = match places.first() {
+        Some(&(field, ..)) => typo_automaton(field, token)?,
+        None => None,
+    };
     for &(field, stemmed_field, boost, fuzzy) in places {
         let score = weight * boost;
         forms.push(constant(Term::from_field_text(field, &token.text), score));
@@ -316,8 +334,9 @@ fn token_query(
             Term::from_field_text(stemmed_field, &stemmed),
             score * config.stem_factor,
         ));
-        if fuzzy && token.typos > 0 {
-            for (text, distance) in expansions(searcher, field, token, config.fuzzy_max_expansions, FirstLetter::Kept)? {
+        if let (true, Some(automaton)) = (fuzzy, &automaton) {
+            let limit = config.fuzzy_max_expansions;
+            for (text, distance) in expansions(searcher, field, token, automaton, limit, FirstLetter::Kept)? {
                 let factor = config.fuzzy_factor.powi(distance as i32);
                 forms.push(constant(Term::from_field_text(field, &text), score * factor));
             }
@@ -348,10 +367,13 @@ pub fn is_unknown(
             return Ok(false);
         }
     }
-    if token.typos > 0 {
-        for field in [fields.title, fields.labels] {
-            if !expansions(searcher, field, token, 1, FirstLetter::Any)?.is_empty() {
-                return Ok(false);
+    if let Some(automaton) = typo_automaton(fields.title, token)? {
+        // The short walk first: most typos keep the first letter.
+        for first_letter in [FirstLetter::Kept, FirstLetter::Any] {
+            for field in [fields.title, fields.labels] {
+                if !expansions(searcher, field, token, &automaton, 1, first_letter)?.is_empty() {
+                    return Ok(false);
+                }
             }
         }
     }
