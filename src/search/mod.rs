@@ -4,7 +4,8 @@
 //! Pure: no HTTP, no engine types; the catalog is reached through [`ItemSource`].
 //!
 //! - `schema`: fields, analyzer, row → document.
-//! - `query`: query tokens, typo rules, the BM25 + typo-tolerant query.
+//! - `query`: query tokens, typo rules, the coverage query search ranks by and plain
+//!   BM25 (the baseline and rerank's text score).
 //! - `indexer`: the writer thread (changes → re-read → commit).
 //! - `labels`: the group and tag names of the indexed items.
 

@@ -1,13 +1,17 @@
-//! Search: BM25 with typo tolerance over the catalog, blended with the
-//! session's and user's live state and the request's embedded events.
+//! Search: the query read as chat reads it (`search_reading`), the catalog items that
+//! cover it best, blended with the session's and user's live state and the request's
+//! embedded events.
 //!
-//! The pipeline ([`Services::search`], shared with chat): the best text matches
-//! (a pool of max(4 × limit, `search.candidate_pool`)) → the ranking features of
-//! each (co-visitation with the session's items, affinity to their attributes,
-//! popularity, embedding, availability; `ranking::feature_vectors`) → score =
-//! `text_weight` × BM25 / best BM25 + the weighted features (+ the cosine to a
-//! query vector when there is one) → the rows as stored now, soft-deleted ones
-//! dropped.
+//! The pipeline ([`Services::search`], shared with chat): the best matches by coverage
+//! and prior (a pool of max(4 × limit, `search.candidate_pool`), four times wider when
+//! rules or the reading filter) → the ranking features of each (co-visitation with the
+//! session's items, affinity to their attributes, popularity, embedding, availability;
+//! `ranking::feature_vectors`) → score = `text_weight` × coverage / best coverage +
+//! `prior_weight` × prior + the weighted features (+ the cosine to a query vector when
+//! there is one) → the rows as stored now, read in that order as many as are wanted,
+//! soft-deleted ones and those failing the reading's filters left out. With
+//! `search.bm25_only`, plain BM25 with typo tolerance instead (the relevance suite's
+//! baseline).
 //!
 //! Rerank ([`Services::rerank`]) re-orders the caller's
 //! `item_ids` for a query. Each id's score = `rerank_text_weight` × its text score

@@ -7,7 +7,10 @@
 //! words ("not horror", "without zombies"), an audience ("for kids") and "in stock"
 //! filter; the rest is searched as text, a year too ("toy story 1995": titles carry
 //! them). A query with nothing left to search once read (a title made of stop words,
-//! "It") is searched as typed.
+//! "It") is searched as typed. With MiniLM, a word the catalog has nowhere, not even
+//! within a typo, is read by meaning as chat reads it ("warfare" → War). A query that
+//! some title carries whole is that title, even with an audience word in it ("Child's
+//! Play").
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -178,7 +181,7 @@ impl Services {
     }
 
     /// The words the catalog has nowhere, not even within a typo, are read by meaning as
-    /// chat reads them (with MiniLM: "jokes" names Comedy): a word the catalog lacks finds
+    /// chat reads them (with MiniLM: "warfare" names War): a word the catalog lacks finds
     /// nothing as text, and may name one of its labels. A word it has, or has within a
     /// typo, stays text and costs no model run (one is milliseconds, and would fall on
     /// every misspelt title).
