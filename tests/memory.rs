@@ -74,10 +74,16 @@ fn growth_with_cap(cap_per_shard: usize) -> (u64, usize) {
         ("RANKSTREAM__STORAGE__MEMORY_MB", "16"),
     ]);
     let items: Vec<Value> = (0..ITEMS)
-        .map(|index| json!({"id": format!("item-{index:04}"), "name": format!("Item {index}"),
-                            "groups": [format!("group-{}", index % 20)], "price": index % 300}))
+        .map(|index| {
+            json!({"id": format!("item-{index:04}"), "name": format!("Item {index}"),
+                            "groups": [format!("group-{}", index % 20)], "price": index % 300})
+        })
         .collect();
-    assert_status(&server.admin_put("/v1/catalog/items", Value::Array(items)), 200, "catalog");
+    assert_status(
+        &server.admin_put("/v1/catalog/items", Value::Array(items)),
+        200,
+        "catalog",
+    );
     add_users(&server, 0..WARM_USERS);
     std::thread::sleep(SETTLE);
     let before = server.rss_kib();

@@ -228,7 +228,11 @@ fn a_word_the_catalog_lacks_is_read_by_meaning_with_minilm() {
     let found = catalog.search_ids(json!({"query": "warfare", "limit": 10}));
     assert_eq!(found.len(), 10, "warfare: {found:?}");
     for id in &found {
-        assert!(catalog.genres[id].iter().any(|genre| genre == "War"), "warfare: {id} {:?}", catalog.genres[id]);
+        assert!(
+            catalog.genres[id].iter().any(|genre| genre == "War"),
+            "warfare: {id} {:?}",
+            catalog.genres[id]
+        );
     }
     // A word the catalog has within a typo stays text: no model run, the titles first.
     let found = catalog.search_ids(json!({"query": "sleuths", "limit": 3}));
@@ -236,7 +240,10 @@ fn a_word_the_catalog_lacks_is_read_by_meaning_with_minilm() {
         .iter()
         .map(|id| catalog.movies.iter().find(|m| &m.id == id).unwrap().title.as_str())
         .collect();
-    assert!(titles.first().is_some_and(|title| title.starts_with("Sleuth")), "{titles:?}");
+    assert!(
+        titles.first().is_some_and(|title| title.starts_with("Sleuth")),
+        "{titles:?}"
+    );
 
     let plain = Catalog::load_first(2_000);
     assert!(plain.search_ids(json!({"query": "warfare"})).is_empty());

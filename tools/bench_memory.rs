@@ -240,7 +240,11 @@ async fn phase(binary: &std::path::Path, args: &Args, env: &[(&str, &str)], tota
         create_catalog(&target, args).await?;
         tokio::time::sleep(SETTLE).await;
         let at_rest = read(&target, pid, 0).await?;
-        println!("{name}: at rest with {} items: {}", thousands(args.items as f64), describe(&at_rest));
+        println!(
+            "{name}: at rest with {} items: {}",
+            thousands(args.items as f64),
+            describe(&at_rest)
+        );
         let mut readings = Vec::new();
         for step in 1..=args.steps {
             let (from, to) = ((step - 1) * total / args.steps, step * total / args.steps);
@@ -284,7 +288,10 @@ async fn main() -> Result<()> {
         "--users above the live phase's cap would not all stay live"
     );
     let binary = server_binary(args.server_bin.as_ref())?;
-    let (live_cap, known_cap) = (LIVE_PHASE_CAP_PER_SHARD.to_string(), args.known_cap_per_shard.to_string());
+    let (live_cap, known_cap) = (
+        LIVE_PHASE_CAP_PER_SHARD.to_string(),
+        args.known_cap_per_shard.to_string(),
+    );
     let live = phase(&binary, &args, &with_cap(&live_cap), args.users, "live").await?;
     let known = phase(&binary, &args, &with_cap(&known_cap), args.known_users, "known").await?;
 
@@ -314,7 +321,10 @@ async fn main() -> Result<()> {
         ),
         Goal::new(
             "RSS per 1M known (persisted, not live) users",
-            format!("{:.3} GiB ({per_known:.0} bytes a user)", per_known * 1e6 / (1u64 << 30) as f64),
+            format!(
+                "{:.3} GiB ({per_known:.0} bytes a user)",
+                per_known * 1e6 / (1u64 << 30) as f64
+            ),
             "<= 0.2 GiB",
             per_known <= KNOWN_TARGET_BYTES,
         ),
@@ -364,7 +374,9 @@ fn markdown_section(args: &Args, live: &Phase, known: &Phase, goals: &[Goal], pa
          | per | RocksDB | models | the rest |\n|---|---|---|---|\n",
     );
     for (name, [rocksdb, models, other]) in [("live user", parts[0]), ("known user", parts[1])] {
-        out.push_str(&format!("| {name} | {rocksdb:.0} bytes | {models:.0} bytes | {other:.0} bytes |\n"));
+        out.push_str(&format!(
+            "| {name} | {rocksdb:.0} bytes | {models:.0} bytes | {other:.0} bytes |\n"
+        ));
     }
     out.push_str(
         "\n| phase | users | live actors | RSS | RocksDB | models | the rest |\n|---|---|---|---|---|---|---|\n",

@@ -314,12 +314,7 @@ fn with_rules(bodies: &[Bytes], args: &Args, rng: &mut StdRng) -> Result<Vec<Byt
 
 /// Sends `SIZE_SAMPLES` real recommend requests; returns the median response length and
 /// one response.
-async fn sample_responses(
-    target: &Target,
-    bodies: &[Bytes],
-    args: &Args,
-    candidates: usize,
-) -> Result<(usize, Value)> {
+async fn sample_responses(target: &Target, bodies: &[Bytes], args: &Args, candidates: usize) -> Result<(usize, Value)> {
     let mut sender = target.connect().await?;
     let (mut lengths, mut example) = (Vec::new(), Value::Null);
     for body in bodies.iter().take(SIZE_SAMPLES) {
@@ -1105,7 +1100,12 @@ impl SweepReport {
             .collect::<Option<_>>()
             .context("no CPU figures from /proc")?;
         let bare = cpu[0];
-        let points: Vec<(f64, f64)> = args.candidates.iter().map(|&count| count as f64).zip(cpu[1..].iter().copied()).collect();
+        let points: Vec<(f64, f64)> = args
+            .candidates
+            .iter()
+            .map(|&count| count as f64)
+            .zip(cpu[1..].iter().copied())
+            .collect();
         let (slope, intercept) = least_squares(&points);
         let line = format!(
             "server CPU per recommend ≈ {intercept:.1} µs + {slope:.3} µs × candidates (least squares over the medians); \

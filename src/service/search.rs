@@ -29,8 +29,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::embedded_events::EmbeddedEvent;
-use super::search_reading::Reading;
 use super::recommend::{leaves_out_deleted, rule_stack};
+use super::search_reading::Reading;
 use super::{ServiceError, Services};
 use crate::config::SearchConfig;
 use crate::embed::Lane;

@@ -42,7 +42,11 @@ impl Services {
     /// Moves the free-text words (and the negated ones) that name a catalog label by
     /// meaning into the wanted (ruled-out) groups and tags. Without an embedder that
     /// understands meaning, or when the model fails, the words stay as they are.
-    pub(in crate::service) async fn read_by_meaning(&self, extracted: &mut Extracted, dictionary: &Arc<LabelDictionary>) {
+    pub(in crate::service) async fn read_by_meaning(
+        &self,
+        extracted: &mut Extracted,
+        dictionary: &Arc<LabelDictionary>,
+    ) {
         let readable = |word: &String| word.chars().count() >= 3 && word.chars().all(char::is_alphabetic);
         let words: Vec<String> = extracted
             .terms
