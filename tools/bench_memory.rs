@@ -34,8 +34,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    goals_table, markdown_row, post_events, print_goals, publish_section, section_head, server_binary, thousands,
-    upsert_items, Goal, IndexEntry, SpawnedServer, Target, RATE_LIMIT_ENV,
+    goals_table, least_squares, markdown_row, post_events, print_goals, publish_section, section_head, server_binary,
+    thousands, upsert_items, Goal, IndexEntry, SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Memory per user";
@@ -125,16 +125,7 @@ impl Phase {
             .chain(&self.readings)
             .map(|reading| (x(reading), y(reading)))
             .collect();
-        let n = points.len() as f64;
-        let mean_x = points.iter().map(|(x, _)| x).sum::<f64>() / n;
-        let mean_y = points.iter().map(|(_, y)| y).sum::<f64>() / n;
-        let covariance: f64 = points.iter().map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
-        let variance: f64 = points.iter().map(|(x, _)| (x - mean_x).powi(2)).sum();
-        if variance > 0.0 {
-            covariance / variance
-        } else {
-            0.0
-        }
+        least_squares(&points).0
     }
 }
 

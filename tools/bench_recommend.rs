@@ -69,9 +69,10 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    count_non_200, goals_table, median, ms, own_cpu_seconds, percentile, percentile_cells, post_events, print_goals,
-    process_cpu_seconds, publish_section, section_head, server_binary, snippet, summary, thousands, upsert_items,
-    ClosedRun, Endpoint, Failures, Goal, IndexEntry, Load, OpenRun, Span, SpawnedServer, Target, RATE_LIMIT_ENV,
+    count_non_200, goals_table, least_squares, median, ms, own_cpu_seconds, percentile, percentile_cells, post_events,
+    print_goals, process_cpu_seconds, publish_section, section_head, server_binary, snippet, summary, thousands,
+    upsert_items, ClosedRun, Endpoint, Failures, Goal, IndexEntry, Load, OpenRun, Span, SpawnedServer, Target,
+    RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Recommend latency";
@@ -979,6 +980,18 @@ async fn measure_rules(args: &Args, loads: [&Load; 3], server_pid: Option<u32>) 
     Ok(RulesReport { rounds, failures })
 }
 
+/// An error when some response was not a 200 (no Markdown is written then).
+fn no_failures(failures: &Failures) -> Result<()> {
+    if failures.count > 0 {
+        bail!(
+            "{} responses were not 200 (the first: {:?}); no Markdown written",
+            failures.count,
+            failures.first
+        );
+    }
+    Ok(())
+}
+
 /// Closed-loop rounds of each of `kinds` (the first the bare server), interleaved, after
 /// a warm-up of each: each kind's rounds, and the non-200s of all.
 async fn interleaved(
@@ -1021,13 +1034,7 @@ impl RulesReport {
     }
 
     fn publish(&self, args: &Args) -> Result<()> {
-        if self.failures.count > 0 {
-            bail!(
-                "{} responses were not 200 (the first: {:?}); no Markdown written",
-                self.failures.count,
-                self.failures.first
-            );
-        }
+        no_failures(&self.failures)?;
         let cpu = self.cpu().context("no CPU figures from /proc")?;
         let rates: Vec<f64> = self.rounds.iter().map(|rounds| Report::median_rate(rounds)).collect();
         let line = format!(
@@ -1086,13 +1093,7 @@ struct SweepReport {
 
 impl SweepReport {
     fn publish(&self, args: &Args) -> Result<()> {
-        if self.failures.count > 0 {
-            bail!(
-                "{} responses were not 200 (the first: {:?}); no Markdown written",
-                self.failures.count,
-                self.failures.first
-            );
-        }
+        no_failures(&self.failures)?;
         let cpu: Vec<f64> = self
             .rounds
             .iter()
@@ -1151,15 +1152,4 @@ impl SweepReport {
         out.push_str(&format!("\n{line}.\n"));
         publish_section(path, SWEEP_HEADING, &out, None)
     }
-}
-
-/// The least-squares line through `points`: (slope, intercept).
-fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
-    let n = points.len() as f64;
-    let mean_x = points.iter().map(|(x, _)| x).sum::<f64>() / n;
-    let mean_y = points.iter().map(|(_, y)| y).sum::<f64>() / n;
-    let covariance: f64 = points.iter().map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
-    let variance: f64 = points.iter().map(|(x, _)| (x - mean_x).powi(2)).sum();
-    let slope = if variance > 0.0 { covariance / variance } else { 0.0 };
-    (slope, mean_y - slope * mean_x)
 }

@@ -1,5 +1,5 @@
 //! Figures from measurements, and how the tools write them: percentiles and medians,
-//! latencies in milliseconds, counts with thousands separators.
+//! least-squares lines, latencies in milliseconds, counts with thousands separators.
 
 use std::time::Instant;
 
@@ -28,6 +28,18 @@ pub fn median(values: &[f64]) -> f64 {
         0 => (sorted[middle - 1] + sorted[middle]) / 2.0,
         _ => sorted[middle],
     }
+}
+
+/// The least-squares line through `points`: (slope, intercept); the slope is 0 when
+/// every x is the same.
+pub fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len().max(1) as f64;
+    let mean_x = points.iter().map(|(x, _)| x).sum::<f64>() / n;
+    let mean_y = points.iter().map(|(_, y)| y).sum::<f64>() / n;
+    let covariance: f64 = points.iter().map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
+    let variance: f64 = points.iter().map(|(x, _)| (x - mean_x).powi(2)).sum();
+    let slope = if variance > 0.0 { covariance / variance } else { 0.0 };
+    (slope, mean_y - slope * mean_x)
 }
 
 /// The largest value; NaN when there is none.
