@@ -263,18 +263,13 @@ impl Services {
     /// Stores what a learned model showed under `rec_id`, so later events carrying the
     /// `rec_id` become training examples. Mock models have nothing to learn from.
     pub fn record_shown(&self, rec_id: &str, model_id: &str, context: &RankContext, ranked: &[Ranked]) {
-        let shown: Vec<_> = ranked
+        let shown = ranked
             .iter()
-            .filter_map(|item| Some((item.id.as_str(), item.features?)))
-            .collect();
-        if shown.is_empty() {
+            .filter_map(|item| Some((item.id.as_str(), item.features?)));
+        let record = ShownRecord::new(context.now, model_id, shown);
+        if record.is_empty() {
             return;
         }
-        let record = ShownRecord {
-            at: context.now,
-            model: model_id,
-            shown,
-        };
         self.training.record(rec_id, &record);
     }
 }

@@ -571,8 +571,7 @@ fn shown(storage: &Storage, shards: u16, event: &Event) -> Result<Option<RecReco
     let Some(bytes) = storage.get(Cf::Rankings, &record_key(rec_id, shards))? else {
         return Ok(None);
     };
-    // A record in an older encoding only loses its outcome example.
-    Ok(postcard::from_bytes(&bytes).ok())
+    Ok(RecRecord::decode(&bytes))
 }
 
 /// Learns into `trained` each shard's log past what it reflects, in event-time order
@@ -679,21 +678,5 @@ mod tests {
         assert_eq!(publisher.due(), Some(at + Duration::from_millis(100)));
         publisher.pending = false;
         assert_eq!(publisher.due(), None);
-    }
-
-    #[test]
-    fn a_shown_record_reads_back_as_a_rec_record() {
-        let shown = ShownRecord {
-            at: 42,
-            model: "default",
-            shown: vec![("a", [0.5, 1.0, 0.0, 0.0, 0.0, 1.0]), ("b", [0.0; FEATURES])],
-        };
-        let bytes = postcard::to_stdvec(&shown).unwrap();
-        let record: RecRecord = postcard::from_bytes(&bytes).unwrap();
-        assert_eq!(record.at, 42);
-        assert_eq!(record.model, "default");
-        let ids: Vec<_> = record.shown.iter().map(|(id, _)| id.as_str()).collect();
-        assert_eq!(ids, ["a", "b"]);
-        assert_eq!(record.shown[0].1, [0.5, 1.0, 0.0, 0.0, 0.0, 1.0]);
     }
 }
