@@ -5,10 +5,11 @@
 
 use std::collections::{hash_map::DefaultHasher, BTreeMap};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use arc_swap::ArcSwap;
 use compact_str::CompactString;
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
@@ -202,6 +203,10 @@ pub struct TrainedSnapshots {
     latest: Arc<ArcSwap<Trained>>,
     /// The event property whose value segments popularity (`training.segment_field`).
     segment_field: Arc<str>,
+    /// [`Trained::heap_bytes`] of the snapshot it was last estimated for. Stats and
+    /// metrics ask for it on every read, and the estimate walks every item and session;
+    /// a snapshot never changes, so once per snapshot is enough.
+    heap_estimate: Arc<Mutex<Option<(Weak<Trained>, usize)>>>,
 }
 
 impl TrainedSnapshots {
@@ -209,7 +214,24 @@ impl TrainedSnapshots {
         TrainedSnapshots {
             latest: Arc::new(ArcSwap::from_pointee(initial)),
             segment_field: segment_field.into(),
+            heap_estimate: Arc::default(),
         }
+    }
+
+    /// [`Trained::heap_bytes`] of `snapshot` (one [`TrainedSnapshots::latest`] gave),
+    /// estimated once per snapshot.
+    pub fn heap_bytes(&self, snapshot: &Arc<Trained>) -> usize {
+        let mut estimate = self.heap_estimate.lock();
+        if let Some((of, bytes)) = estimate.as_ref() {
+            // A live `of` at the same address is the same snapshot (a dropped one's
+            // address may have been reused).
+            if of.strong_count() > 0 && std::ptr::eq(of.as_ptr(), Arc::as_ptr(snapshot)) {
+                return *bytes;
+            }
+        }
+        let bytes = snapshot.heap_bytes();
+        *estimate = Some((Arc::downgrade(snapshot), bytes));
+        bytes
     }
 
     /// The latest snapshot; it stays valid (and unchanged) for as long as it is held.
@@ -225,5 +247,31 @@ impl TrainedSnapshots {
     /// The popularity segment field.
     pub fn segment_field(&self) -> &str {
         &self.segment_field
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heap_estimate_is_of_the_snapshot_asked_about() {
+        let snapshots = TrainedSnapshots::new(Trained::new(86_400_000.0), "segment");
+        let first = snapshots.latest();
+        let empty = snapshots.heap_bytes(&first);
+        assert_eq!(snapshots.heap_bytes(&first), empty);
+
+        let mut grown = Trained::new(86_400_000.0);
+        for item in 0..1_000 {
+            let index = grown.items.intern(&format!("item-{item}"));
+            grown.covisit.observe(item / 5, index);
+        }
+        snapshots.publish(Arc::new(grown));
+        let second = snapshots.latest();
+        let bytes = snapshots.heap_bytes(&second);
+        assert!(bytes > empty, "{bytes} after 1,000 items, {empty} before");
+        assert_eq!(bytes, second.heap_bytes());
+        // An older snapshot still held gets its own estimate again.
+        assert_eq!(snapshots.heap_bytes(&first), empty);
     }
 }

@@ -74,7 +74,7 @@ impl Services {
             "ltr_examples": trained.ltr.examples(),
             "ltr_trained": trained.ltr.weights().is_some(),
             // Of the published snapshot; the learner's working copy shares all it has not changed since.
-            "memory_bytes": trained.heap_bytes(),
+            "memory_bytes": self.training.heap_bytes(&trained),
             // What the last rebuild's self-tuner chose, with its held-out figures.
             "tuning": trained.tuning,
         });
@@ -103,7 +103,7 @@ impl Services {
             }
         }
         let trained = self.training.latest();
-        crate::metrics::models(trained.events, trained.items.len(), trained.heap_bytes());
+        crate::metrics::models(trained.events, trained.items.len(), self.training.heap_bytes(&trained));
         crate::metrics::search_index(self.search.lag(), self.search.documents());
         crate::metrics::render()
     }

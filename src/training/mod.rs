@@ -171,6 +171,11 @@ impl Training {
         self.snapshots.latest()
     }
 
+    /// The estimated heap of `snapshot` (one [`Training::latest`] gave), once per snapshot.
+    pub fn heap_bytes(&self, snapshot: &Arc<Trained>) -> usize {
+        self.snapshots.heap_bytes(snapshot)
+    }
+
     /// Durable events of one shard, in sequence order. Resolves once the learner's
     /// queue took them: a shard hands on its next batch only then.
     pub fn observe(&self, events: Vec<Arc<SequencedEvent>>) -> BoxFuture<'static, ()> {
@@ -659,7 +664,6 @@ fn rebuild(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ranking::FEATURES;
 
     #[test]
     fn a_snapshot_is_due_once_twenty_times_its_cost_has_passed() {
