@@ -2,11 +2,15 @@
 //! update rules: the last item interactions, time-decayed affinities to item
 //! attributes, recent queries, purchases. Actors own it; tests drive it directly.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::affinities::Affinities;
+use super::attributes::intern;
+use super::compact::{AppliedSeqs, NewestStrings};
 use super::event::Event;
 use crate::time::format_rfc3339;
 use crate::topology::ShardId;
@@ -30,8 +34,9 @@ pub struct DecayParams {
 /// One item interaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Interaction {
-    pub item_id: String,
-    pub event_type: String,
+    /// Inline when short, as item ids and event types mostly are.
+    pub item_id: CompactString,
+    pub event_type: CompactString,
     /// When the user acted, unix ms.
     pub at: i64,
     pub dwell_ms: Option<f64>,
@@ -183,17 +188,18 @@ pub struct LiveState {
     pub sessions: VecDeque<String>,
     /// Newest first.
     pub recent: VecDeque<Interaction>,
-    pub affinities: HashMap<String, Decayed>,
+    /// Shared with the signals last published.
+    pub affinities: Affinities,
     /// Newest first.
     pub queries: VecDeque<String>,
     /// Items bought, newest first.
-    pub purchased: VecDeque<String>,
+    pub purchased: VecDeque<CompactString>,
     pub event_count: u64,
     pub last_event_at: Option<i64>,
     /// Newest first.
-    pub event_ids: VecDeque<String>,
+    pub event_ids: NewestStrings,
     /// Per source shard, the highest log sequence applied: replays skip what is at or below it.
-    pub applied: BTreeMap<ShardId, u64>,
+    pub applied: AppliedSeqs,
     /// User: sessions whose anonymous signals were absorbed (absorbing is done once).
     #[serde(default)]
     pub absorbed: Vec<String>,
@@ -207,6 +213,7 @@ fn insert_by_time(list: &mut VecDeque<Interaction>, interaction: Interaction, li
         .iter()
         .position(|there| there.at <= interaction.at)
         .unwrap_or(list.len());
+    grow_by_one(list);
     list.insert(position, interaction);
     list.truncate(limit);
 }
@@ -215,14 +222,24 @@ fn push_front_bounded<T: PartialEq>(list: &mut VecDeque<T>, value: T, limit: usi
     if unique {
         list.retain(|existing| *existing != value);
     }
+    grow_by_one(list);
     list.push_front(value);
     list.truncate(limit);
+}
+
+/// Makes room for one more entry and no more: a state's lists grow an entry at a
+/// time up to their limit, and doubling would leave most of them a third empty
+/// (hundreds of thousands of states are live at once).
+fn grow_by_one<T>(list: &mut VecDeque<T>) {
+    if list.len() == list.capacity() {
+        list.reserve_exact(1);
+    }
 }
 
 impl LiveState {
     /// Whether the event at `seq` of `source`'s log was applied already.
     pub fn has_applied(&self, source: ShardId, seq: u64) -> bool {
-        self.applied.get(&source).is_some_and(|&applied| seq <= applied)
+        self.applied.get(source).is_some_and(|applied| seq <= applied)
     }
 
     /// Applies one event. `attributes` are the affinity keys of its items.
@@ -233,8 +250,8 @@ impl LiveState {
         if kind != InteractionKind::Impression {
             for item_id in event.items() {
                 let interaction = Interaction {
-                    item_id: item_id.to_owned(),
-                    event_type: event.event_type.clone(),
+                    item_id: item_id.into(),
+                    event_type: event.event_type.as_str().into(),
                     at,
                     dwell_ms: event.dwell_ms,
                 };
@@ -244,8 +261,7 @@ impl LiveState {
         let weight = kind.weight(event.dwell_ms);
         if weight > 0.0 {
             for key in attributes {
-                let entry = self.affinities.entry(key.clone()).or_insert(Decayed { value: 0.0, at });
-                entry.add(weight, at, params.half_life_ms);
+                self.affinities.add(intern(key), weight, at, params.half_life_ms);
             }
         }
         if let Some(query) = &event.query {
@@ -253,12 +269,12 @@ impl LiveState {
         }
         if kind == InteractionKind::Conversion {
             for item_id in event.items() {
-                push_front_bounded(&mut self.purchased, item_id.to_owned(), KEPT_LIST, true);
+                push_front_bounded(&mut self.purchased, item_id.into(), KEPT_LIST, true);
             }
         }
         self.event_count += 1;
         self.last_event_at = Some(self.last_event_at.map_or(at, |last| last.max(at)));
-        push_front_bounded(&mut self.event_ids, event.id.clone(), KEPT_EVENT_IDS, false);
+        self.event_ids.push(&event.id, KEPT_EVENT_IDS);
     }
 
     /// Takes in another state's signals (an anonymous session joining its user).
@@ -266,12 +282,9 @@ impl LiveState {
         let mut recent: Vec<Interaction> = self.recent.iter().chain(other.recent.iter()).cloned().collect();
         recent.sort_by_key(|interaction| std::cmp::Reverse(interaction.at));
         self.recent = recent.into_iter().take(params.recent_items).collect();
-        for (key, theirs) in &other.affinities {
-            let entry = self.affinities.entry(key.clone()).or_insert(Decayed {
-                value: 0.0,
-                at: theirs.at,
-            });
-            entry.add(theirs.value, theirs.at, params.half_life_ms);
+        for theirs in other.affinities.iter() {
+            let Decayed { value, at } = theirs.decayed;
+            self.affinities.add(theirs.id, value, at, params.half_life_ms);
         }
         for query in other.queries.iter().rev() {
             push_front_bounded(&mut self.queries, query.clone(), KEPT_LIST, true);
@@ -281,8 +294,9 @@ impl LiveState {
         }
         self.event_count += other.event_count;
         self.last_event_at = self.last_event_at.max(other.last_event_at);
-        for id in other.event_ids.iter().rev() {
-            push_front_bounded(&mut self.event_ids, id.clone(), KEPT_EVENT_IDS, false);
+        let ids: Vec<_> = other.event_ids.iter().collect();
+        for id in ids.iter().rev() {
+            self.event_ids.push(id, KEPT_EVENT_IDS);
         }
     }
 
@@ -295,7 +309,12 @@ impl LiveState {
     pub fn affinities_at(&self, now: i64, half_life_ms: f64) -> BTreeMap<String, f64> {
         self.affinities
             .iter()
-            .map(|(key, decayed)| (key.clone(), decayed.at_time(now, half_life_ms)))
+            .map(|affinity| {
+                (
+                    affinity.attribute().to_owned(),
+                    affinity.decayed.at_time(now, half_life_ms),
+                )
+            })
             .filter(|(_, value)| *value > AFFINITY_FLOOR)
             .collect()
     }
@@ -380,7 +399,7 @@ mod tests {
         let items: Vec<_> = state.recent.iter().map(|i| i.item_id.as_str()).collect();
         assert_eq!(items, ["d", "c", "b"]);
         assert_eq!(state.event_count, 5);
-        assert_eq!(state.event_ids.front().map(String::as_str), Some("imp"));
+        assert_eq!(state.event_ids.front().as_deref(), Some("imp"));
     }
 
     #[test]
@@ -395,7 +414,7 @@ mod tests {
             user.recent.iter().map(|i| i.item_id.as_str()).collect::<Vec<_>>(),
             ["i2", "i1"]
         );
-        assert!(user.affinities.contains_key("tag:red"));
+        assert!(user.affinities.get("tag:red").is_some());
     }
 
     #[test]

@@ -7,13 +7,18 @@
 //!   decay rules; the item attributes it keeps affinities to.
 //! - [`signals`]: what ranking reads of a live state.
 //! - [`live_state_id`]: which live state a request is about (a session or a user).
+//! - [`affinities`]: time-decayed affinities to item attributes, shared by a live
+//!   state and the signals it publishes.
 //! - [`attributes`]: affinity attributes (`group:…`) interned as small numbers.
+//! - [`compact`]: small collections for the state of every live session and user.
 //! - [`item_features`]: what ranking reads of a catalog item.
 //! - [`session_claim`]: how a user's owner asks for a session another node started.
 //! - [`outcome`]: clicks and conversions that name their ranking's `rec_id`, and who
 //!   hears of them once they are applied.
 
+pub mod affinities;
 pub mod attributes;
+pub mod compact;
 pub mod event;
 pub mod item_features;
 pub mod live_state;

@@ -4,43 +4,27 @@
 //! person back after months is still the person they were. Live actors publish
 //! them (`engine::SignalBoard`); request-embedded events add to a copy.
 
-use super::attributes::{intern, AttributeId};
-use super::live_state::{Decayed, LiveState, AFFINITY_FLOOR};
+use compact_str::CompactString;
+
+use super::affinities::Affinities;
+pub use super::affinities::Affinity;
+use super::attributes::intern;
+use super::live_state::{LiveState, AFFINITY_FLOOR};
 
 /// The live signals of a session or user, as ranking reads them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Signals {
-    /// Items interacted with, oldest first.
-    pub recent: Vec<String>,
-    /// Affinities to item attributes as last updated; read them decayed to the
-    /// newest event with [`Signals::affinities`].
-    pub affinities: Vec<Affinity>,
+    /// Items interacted with, oldest first (ids inline when short, as in the state).
+    pub recent: Vec<CompactString>,
+    /// Affinities to item attributes as last updated (the state's own list,
+    /// shared); read them decayed to the newest event with [`Signals::affinities`].
+    pub affinities: Affinities,
     /// How fast the affinities halve.
     pub half_life_ms: f64,
     /// The time of the newest event (unix ms, event time; 0 before any).
     pub newest_at: i64,
     /// Items bought (`conversion` events), newest first.
-    pub consumed: Vec<String>,
-}
-
-/// An affinity to one item attribute.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Affinity {
-    /// `group:…`, `tag:…`, `price_band:…`, …
-    pub attribute: String,
-    /// The attribute, interned.
-    pub id: AttributeId,
-    pub decayed: Decayed,
-}
-
-impl Affinity {
-    pub fn new(attribute: &str, decayed: Decayed) -> Affinity {
-        Affinity {
-            attribute: attribute.to_owned(),
-            id: intern(attribute),
-            decayed,
-        }
-    }
+    pub consumed: Vec<CompactString>,
 }
 
 impl Signals {
@@ -48,11 +32,7 @@ impl Signals {
     pub fn of(live: &LiveState, half_life_ms: f64) -> Signals {
         Signals {
             recent: live.recent.iter().rev().map(|i| i.item_id.clone()).collect(),
-            affinities: live
-                .affinities
-                .iter()
-                .map(|(key, decayed)| Affinity::new(key, *decayed))
-                .collect(),
+            affinities: live.affinities.clone(),
             half_life_ms,
             newest_at: live.last_event_at.unwrap_or(0),
             consumed: live.purchased.iter().cloned().collect(),
@@ -71,40 +51,41 @@ impl Signals {
     /// Adds `weight` to an affinity as of `at` (request-embedded events).
     pub fn add_affinity(&mut self, attribute: &str, weight: f64, at: i64) {
         self.newest_at = self.newest_at.max(at);
-        let half_life_ms = self.half_life_ms;
-        match self
-            .affinities
-            .iter_mut()
-            .find(|affinity| affinity.attribute == attribute)
-        {
-            Some(affinity) => affinity.decayed.add(weight, at, half_life_ms),
-            None => self
-                .affinities
-                .push(Affinity::new(attribute, Decayed { value: weight, at })),
-        }
+        self.affinities.add(intern(attribute), weight, at, self.half_life_ms);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::live_state::Decayed;
+
+    /// The affinities as of the newest event, by name.
+    fn by_name(signals: &Signals) -> Vec<(&'static str, f64)> {
+        let mut named: Vec<_> = signals.affinities().map(|(a, v)| (a.attribute(), v)).collect();
+        named.sort_by(|a, b| a.0.cmp(b.0));
+        named
+    }
 
     #[test]
     fn affinities_decay_to_the_newest_event_and_fade_out() {
         let signals = Signals {
             recent: vec!["a".into()],
-            affinities: vec![
+            affinities: [
                 Affinity::new("group:x", Decayed { value: 4.0, at: 0 }),
                 Affinity::new("tag:y", Decayed { value: 1e-4, at: 0 }),
                 Affinity::new("tag:z", Decayed { value: 1.0, at: 1000 }),
-            ],
+            ]
+            .into_iter()
+            .collect(),
             half_life_ms: 1000.0,
             newest_at: 1000,
             consumed: Vec::new(),
         };
-        let at_one_half_life: Vec<_> = signals.affinities().map(|(a, v)| (a.attribute.as_str(), v)).collect();
-        assert_eq!(at_one_half_life, [("group:x", 2.0), ("tag:z", 1.0)]);
-        assert_eq!(signals.affinities[0].id, intern("group:x"));
+        assert_eq!(by_name(&signals), [("group:x", 2.0), ("tag:z", 1.0)]);
+        assert!(signals
+            .affinities()
+            .any(|(affinity, _)| affinity.id == intern("group:x")));
     }
 
     #[test]
@@ -117,7 +98,6 @@ mod tests {
         signals.add_affinity("group:x", 1.0, 1000);
         signals.add_affinity("tag:y", 1.0, 1000);
         assert_eq!(signals.newest_at, 1000);
-        let now: Vec<_> = signals.affinities().map(|(a, v)| (a.attribute.as_str(), v)).collect();
-        assert_eq!(now, [("group:x", 2.0), ("tag:y", 1.0)]);
+        assert_eq!(by_name(&signals), [("group:x", 2.0), ("tag:y", 1.0)]);
     }
 }

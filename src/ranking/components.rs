@@ -1,6 +1,7 @@
 //! The feature columns learned models score with, each scaled to [0, 1] over the
 //! request's candidates (the best candidate of a column gets 1).
 
+use compact_str::CompactString;
 use rustc_hash::FxHashMap;
 
 use super::trained::{covisit_key, ItemIndex, Trained};
@@ -76,7 +77,7 @@ pub fn feature_vectors(
     let consumed: Vec<&str> = [&context.session, &context.user]
         .into_iter()
         .flatten()
-        .flat_map(|signals| signals.consumed.iter().map(String::as_str))
+        .flat_map(|signals| signals.consumed.iter().map(CompactString::as_str))
         .collect();
     for (vector, candidate) in vectors.iter_mut().zip(candidates) {
         let unavailable = candidate.features.as_ref().is_some_and(|f| f.available == Some(false));
@@ -89,7 +90,7 @@ pub fn feature_vectors(
 /// The session's items, oldest first, as the co-visitation model knows them; a
 /// user's latest items when there is no session signal.
 fn session_prefix(trained: &Trained, context: &RankContext) -> Vec<ItemIndex> {
-    let recent: &[String] = match (&context.session, &context.user) {
+    let recent: &[CompactString] = match (&context.session, &context.user) {
         (Some(session), _) if !session.recent.is_empty() => &session.recent,
         (_, Some(user)) => {
             let start = user.recent.len().saturating_sub(USER_RECENT_AS_SESSION);

@@ -54,10 +54,10 @@ pub fn apply_to_context(items: &ItemReader, context: &mut RankContext, events: &
             continue;
         }
         session.recent.retain(|id| id != item_id);
-        session.recent.push(item_id.clone());
+        session.recent.push(item_id.as_str().into());
         session.newest_at = session.newest_at.max(event.timestamp);
-        if kind == InteractionKind::Conversion && !session.consumed.contains(item_id) {
-            session.consumed.insert(0, item_id.clone());
+        if kind == InteractionKind::Conversion && !session.consumed.iter().any(|id| id == item_id) {
+            session.consumed.insert(0, item_id.as_str().into());
         }
         let weight = kind.weight(None);
         if weight <= 0.0 {

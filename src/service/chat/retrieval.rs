@@ -252,7 +252,7 @@ impl Services {
                 .await;
             for signals in [&context.session, &context.user].into_iter().flatten() {
                 for (affinity, weight) in signals.affinities() {
-                    if let Some(group) = affinity.attribute.strip_prefix("group:") {
+                    if let Some(group) = affinity.attribute().strip_prefix("group:") {
                         *weights.entry(group.to_lowercase()).or_default() += weight;
                     }
                 }

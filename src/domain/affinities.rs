@@ -1,0 +1,164 @@
+//! The affinities of a session or user to item attributes: time-decayed scores by
+//! interned attribute, sorted by it. One list serves the live state that updates
+//! it and the signals ranking reads: a state shares it with the signals it
+//! publishes and copies it only when it changes while they hold it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::attributes::{intern, interned, name, AttributeId};
+use super::live_state::Decayed;
+
+/// An affinity to one item attribute.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Affinity {
+    /// The attribute, interned.
+    pub id: AttributeId,
+    pub decayed: Decayed,
+}
+
+impl Affinity {
+    pub fn new(attribute: &str, decayed: Decayed) -> Affinity {
+        Affinity {
+            id: intern(attribute),
+            decayed,
+        }
+    }
+
+    /// `group:…`, `tag:…`, `price_band:…`, …
+    pub fn attribute(&self) -> &'static str {
+        name(self.id)
+    }
+}
+
+/// Affinities sorted by attribute id, shared until changed. Stored as a map from
+/// attribute to its score (the encoding of the map it replaced).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Affinities(Arc<Vec<Affinity>>);
+
+impl Affinities {
+    /// Adds `weight` observed at `at` to the affinity to `id`.
+    pub fn add(&mut self, id: AttributeId, weight: f64, at: i64, half_life_ms: f64) {
+        let list = Arc::make_mut(&mut self.0);
+        match list.binary_search_by_key(&id, |affinity| affinity.id) {
+            Ok(index) => list[index].decayed.add(weight, at, half_life_ms),
+            Err(index) => {
+                let mut decayed = Decayed { value: 0.0, at };
+                decayed.add(weight, at, half_life_ms);
+                // One more and no more: a state gains attributes a few at a time.
+                list.reserve_exact(1);
+                list.insert(index, Affinity { id, decayed });
+            }
+        }
+    }
+
+    /// The affinity to `attribute`, as last updated.
+    pub fn get(&self, attribute: &str) -> Option<Decayed> {
+        let id = interned(attribute)?;
+        let index = self.0.binary_search_by_key(&id, |affinity| affinity.id).ok()?;
+        Some(self.0[index].decayed)
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Affinity> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl FromIterator<Affinity> for Affinities {
+    /// Later entries for the same attribute replace earlier ones.
+    fn from_iter<I: IntoIterator<Item = Affinity>>(affinities: I) -> Self {
+        let mut list: Vec<Affinity> = Vec::new();
+        for affinity in affinities {
+            match list.binary_search_by_key(&affinity.id, |there| there.id) {
+                Ok(index) => list[index] = affinity,
+                Err(index) => list.insert(index, affinity),
+            }
+        }
+        list.shrink_to_fit();
+        Affinities(Arc::new(list))
+    }
+}
+
+impl Serialize for Affinities {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.len()))?;
+        for affinity in self.iter() {
+            map.serialize_entry(affinity.attribute(), &affinity.decayed)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Affinities {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ByAttribute;
+        impl<'de> Visitor<'de> for ByAttribute {
+            type Value = Affinities;
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a map of attribute to decayed score")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Affinities, A::Error> {
+                let mut list = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+                while let Some((attribute, decayed)) = map.next_entry::<std::borrow::Cow<'de, str>, Decayed>()? {
+                    list.push(Affinity::new(&attribute, decayed));
+                }
+                Ok(list.into_iter().collect())
+            }
+        }
+        deserializer.deserialize_map(ByAttribute)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    #[test]
+    fn adding_keeps_one_sorted_entry_an_attribute_and_copies_only_a_shared_list() {
+        let mut affinities = Affinities::default();
+        for attribute in ["tag:aff-b", "tag:aff-a", "tag:aff-b"] {
+            affinities.add(intern(attribute), 1.0, 0, 1000.0);
+        }
+        assert_eq!(affinities.len(), 2);
+        assert_eq!(affinities.get("tag:aff-b").map(|d| d.value), Some(2.0));
+        assert!(affinities
+            .iter()
+            .zip(affinities.iter().skip(1))
+            .all(|(a, b)| a.id < b.id));
+
+        let published = affinities.clone();
+        affinities.add(intern("tag:aff-a"), 1.0, 1000, 1000.0);
+        assert_eq!(published.get("tag:aff-a").map(|d| d.value), Some(1.0));
+        // Halved once, plus 1.
+        assert_eq!(affinities.get("tag:aff-a").map(|d| d.value), Some(1.5));
+    }
+
+    #[test]
+    fn they_read_and_write_the_encoding_of_the_map_they_replace() {
+        let before: HashMap<String, Decayed> = [
+            ("group:aff-x".to_owned(), Decayed { value: 2.5, at: 7 }),
+            ("price_band:aff-3".to_owned(), Decayed { value: 0.5, at: 9 }),
+        ]
+        .into();
+        let stored = postcard::to_allocvec(&before).unwrap();
+        let affinities: Affinities = postcard::from_bytes(&stored).unwrap();
+        assert_eq!(affinities.get("group:aff-x"), Some(Decayed { value: 2.5, at: 7 }));
+        let again: HashMap<String, Decayed> =
+            postcard::from_bytes(&postcard::to_allocvec(&affinities).unwrap()).unwrap();
+        assert_eq!(again, before);
+    }
+}
