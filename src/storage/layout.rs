@@ -91,7 +91,21 @@ pub fn rec(shard: ShardId, rec_id: &str) -> Vec<u8> {
 
 /// `models`: the learned artifacts of the node. The key names the encoding's version:
 /// a node never decodes another version's artifacts (it relearns them from the log).
+/// Stored whole under this key until chunks (below) replaced it.
 pub const TRAINED: &[u8] = b"trained.5";
+/// `models`: which generation of the artifacts' chunks to read (`training::stored`).
+pub const TRAINED_HEAD: &[u8] = b"trained.5.head";
+/// `models`: the prefix of the artifacts' chunks.
+pub const TRAINED_CHUNKS: &[u8] = b"trained.5.chunk/";
+
+/// `models`: chunk `index` of generation `generation`: `trained.5.chunk/[generation BE][index BE]`.
+pub fn trained_chunk(generation: u64, index: u32) -> Vec<u8> {
+    let mut key = Vec::with_capacity(TRAINED_CHUNKS.len() + 12);
+    key.extend_from_slice(TRAINED_CHUNKS);
+    key.extend_from_slice(&generation.to_be_bytes());
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
 /// Artifacts of earlier encodings, deleted when the current ones are persisted.
 pub const RETIRED_TRAINED: [&[u8]; 4] = [b"trained", b"trained.2", b"trained.3", b"trained.4"];
 

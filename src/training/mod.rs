@@ -16,6 +16,7 @@
 //! - `log`: the shards' logs read in event-time order (catch-up and rebuilds).
 //! - `holdout`: the most recent sessions a rebuild keeps aside to tune the models
 //!   on (`ranking::tuning`) before it learns them too.
+//! - `stored`: the artifacts as persisted, in chunks written as they are encoded.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -30,6 +31,7 @@ use tokio::sync::oneshot;
 
 mod holdout;
 mod log;
+mod stored;
 
 use self::holdout::Holdout;
 use self::log::{MergedLog, ShardStart};
@@ -111,12 +113,14 @@ impl Training {
     /// learns the part of the log they do not reflect yet.
     pub fn start(storage: Storage, shards: u16, config: TrainingConfig) -> Result<Arc<Training>, StorageError> {
         let fresh = || Trained::new(config.popularity_half_life_ms as f64);
-        let trained = match storage.get(Cf::Models, layout::TRAINED)? {
-            Some(bytes) => postcard::from_bytes(&bytes).unwrap_or_else(|error| {
-                tracing::warn!(%error, "stored models unreadable; relearning them from the event log");
+        let trained = match stored::load(&storage) {
+            Ok(Some(trained)) => trained,
+            Ok(None) => fresh(),
+            Err(stored::LoadError::Storage(error)) => return Err(error),
+            Err(error @ stored::LoadError::Unreadable(_)) => {
+                tracing::warn!(%error, "relearning the models from the event log");
                 fresh()
-            }),
-            None => fresh(),
+            }
         };
         let snapshots = TrainedSnapshots::new(trained.clone(), &config.segment_field);
         let (commands, inbox) = flume::bounded(LEARNER_QUEUE);
@@ -549,19 +553,10 @@ impl Learner {
 
     fn persist(&self) {
         let started = Instant::now();
-        let bytes = match postcard::to_stdvec(&self.trained) {
-            Ok(bytes) => bytes,
-            Err(error) => return tracing::error!(%error, "serializing the models failed"),
-        };
-        let mut batch = self.storage.batch();
-        batch.put(Cf::Models, layout::TRAINED, &bytes);
-        for retired in layout::RETIRED_TRAINED {
-            batch.delete(Cf::Models, retired);
-        }
-        match batch.commit() {
-            Ok(()) => {
+        match stored::save(&self.storage, &self.trained) {
+            Ok(persisted) => {
                 crate::metrics::training("persist", started.elapsed());
-                tracing::debug!(bytes = bytes.len(), "models persisted");
+                tracing::debug!(bytes = persisted.bytes, chunks = persisted.chunks, "models persisted");
             }
             Err(error) => tracing::error!(%error, "persisting the models failed"),
         }
