@@ -11,6 +11,8 @@
 //!   waiting for search) and checking the answers.
 //! - `load`: the closed and the open load loops, and what they tally.
 //! - `stats`: percentiles, medians, latencies in ms, thousands separators.
+//! - `own_times`: [`ServerTimes`], rankstream's own request times by endpoint
+//!   (`/v1/admin/stats`).
 //! - `cpu`: CPU times from `/proc` (a process's, the tool's own threads', steal).
 //! - `kafka`: a tansu broker of the tool's own, a producer and a consumer set up like
 //!   the server's, and the broker's produce -> consume floor.
@@ -27,6 +29,8 @@ mod cpu;
 mod kafka;
 #[path = "bench/load.rs"]
 mod load;
+#[path = "bench/own_times.rs"]
+mod own_times;
 #[path = "bench/report.rs"]
 mod report;
 #[path = "bench/server.rs"]
@@ -40,6 +44,7 @@ pub use client::*;
 pub use cpu::*;
 pub use kafka::*;
 pub use load::*;
+pub use own_times::*;
 pub use report::*;
 pub use server::*;
 pub use setup::*;

@@ -23,7 +23,6 @@
 #[path = "bench_common.rs"]
 mod bench_common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
@@ -35,7 +34,7 @@ use serde_json::{json, Value};
 
 use bench_common::{
     goals_table, least_squares, markdown_row, post_events, print_goals, publish_section, section_head, server_binary,
-    thousands, upsert_items, Goal, IndexEntry, SpawnedServer, Target, RATE_LIMIT_ENV,
+    thousands, upsert_items, Goal, IndexEntry, RunArgs, SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Memory per user";
@@ -83,14 +82,8 @@ struct Args {
     /// Catalog items.
     #[arg(long, default_value_t = 10_000)]
     items: usize,
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// The rankstream binary to spawn [default: `rankstream` next to this executable].
-    #[arg(long)]
-    server_bin: Option<PathBuf>,
-    /// Write (or replace) the `## Memory per user` section of this Markdown file.
-    #[arg(long)]
-    write_markdown: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 /// One reading after a step (at rest: no users).
@@ -227,7 +220,7 @@ async fn phase(binary: &std::path::Path, args: &Args, env: &[(&str, &str)], tota
     let pid = server.pid().context("the server's pid")?;
     let target = server.target()?;
     let work = async {
-        let mut rng = StdRng::seed_from_u64(args.seed);
+        let mut rng = StdRng::seed_from_u64(args.run.seed);
         create_catalog(&target, args).await?;
         tokio::time::sleep(SETTLE).await;
         let at_rest = read(&target, pid, 0).await?;
@@ -278,7 +271,7 @@ async fn main() -> Result<()> {
         args.users <= LIVE_PHASE_CAP_PER_SHARD * DEFAULT_SHARDS,
         "--users above the live phase's cap would not all stay live"
     );
-    let binary = server_binary(args.server_bin.as_ref())?;
+    let binary = server_binary(args.run.server_bin.as_ref())?;
     let (live_cap, known_cap) = (
         LIVE_PHASE_CAP_PER_SHARD.to_string(),
         args.known_cap_per_shard.to_string(),
@@ -330,7 +323,7 @@ async fn main() -> Result<()> {
         ),
     ];
     print_goals(&goals);
-    if let Some(path) = &args.write_markdown {
+    if let Some(path) = &args.run.write_markdown {
         let section = markdown_section(&args, &live, &known, &goals, [live_parts, known_parts]);
         publish_section(path, MARKDOWN_HEADING, &section, Some(&INDEX))?;
     }

@@ -50,7 +50,6 @@
 mod bench_common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -71,8 +70,8 @@ use serde_json::{json, Value};
 use bench_common::{
     count_non_200, goals_table, least_squares, median, ms, own_cpu_seconds, percentile, percentile_cells, post_events,
     print_goals, process_cpu_seconds, publish_section, section_head, server_binary, snippet, summary, thousands,
-    upsert_items, ClosedRun, Endpoint, Failures, Goal, IndexEntry, Load, OpenRun, Span, SpawnedServer, Target,
-    RATE_LIMIT_ENV,
+    upsert_items, ClosedRun, Endpoint, Failures, Goal, IndexEntry, Load, OpenRun, RunArgs, ServerTimes, Span,
+    SpawnedServer, Target, RATE_LIMIT_ENV,
 };
 
 const MARKDOWN_HEADING: &str = "## Recommend latency";
@@ -153,16 +152,8 @@ struct Args {
     /// Tokio worker threads of the bare server [default: the CPUs, like rankstream's runtime].
     #[arg(long)]
     bare_threads: Option<usize>,
-    /// Seed of the generated catalog, events and request bodies.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// The rankstream binary to spawn [default: `rankstream` next to this executable].
-    #[arg(long)]
-    server_bin: Option<PathBuf>,
-    /// Write (or replace) the `## Recommend latency` section of this Markdown file (with
-    /// `--rules`: the `## Recommend with business rules` section).
-    #[arg(long)]
-    write_markdown: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
     /// Measure the cost of a typical rule set instead: each body also carries 50 excluded
     /// ids, 2 filters and 1 boost; closed-loop rounds interleave bare, rankstream without
     /// the rules and rankstream with them (the same bodies otherwise). No latency phase.
@@ -454,39 +445,6 @@ struct Report {
     bare_threads: usize,
     /// rankstream's own account of its recommend requests (`/v1/admin/stats`), all phases.
     server_times: Option<ServerTimes>,
-}
-
-/// `requests["/v1/recommend"]` of `/v1/admin/stats`: the time from the parsed request
-/// head to the ready response, over every recommend request the server answered.
-#[derive(Debug, serde::Deserialize)]
-struct ServerTimes {
-    requests: u64,
-    p50_ms: f64,
-    p99_ms: f64,
-    p999_ms: f64,
-    max_ms: f64,
-}
-
-impl ServerTimes {
-    async fn read(target: &Target) -> Result<ServerTimes> {
-        let mut sender = target.connect().await?;
-        let (status, body) = target.get(&mut sender, "/v1/admin/stats").await?;
-        ensure!(status == StatusCode::OK, "GET /v1/admin/stats: {status}");
-        let stats: Value = serde_json::from_slice(&body)?;
-        let times = stats["requests"]["/v1/recommend"].clone();
-        serde_json::from_value(times).context("no /v1/recommend times in /v1/admin/stats")
-    }
-
-    fn summary(&self) -> String {
-        format!(
-            "{} requests: p50 {}, p99 {}, p99.9 {}, max {}",
-            thousands(self.requests as f64),
-            ms(self.p50_ms),
-            ms(self.p99_ms),
-            ms(self.p999_ms),
-            ms(self.max_ms)
-        )
-    }
 }
 
 impl Report {
@@ -805,7 +763,7 @@ async fn measure(
     let bare_latency = bare.open_loop(n, rate, seconds, count_non_200).await?;
     print_latency("bare hyper", &bare_latency);
     // Optional: a server binary from before /v1/admin/stats had request times can still be measured.
-    let server_times = match ServerTimes::read(&ours.target).await {
+    let server_times = match ServerTimes::read(&ours.target, "/v1/recommend").await {
         Ok(times) => {
             println!(
                 "rankstream's own time per recommend (/v1/admin/stats, all phases), {}",
@@ -862,8 +820,8 @@ async fn main() -> Result<()> {
         args.load_fraction > 0.0 && args.load_fraction <= 1.0,
         "--load-fraction must be in (0, 1]"
     );
-    let binary = server_binary(args.server_bin.as_ref())?;
-    let mut rng = StdRng::seed_from_u64(args.seed);
+    let binary = server_binary(args.run.server_bin.as_ref())?;
+    let mut rng = StdRng::seed_from_u64(args.run.seed);
 
     let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
     server.announce();
@@ -949,7 +907,7 @@ async fn main() -> Result<()> {
         }
         bail!("{} responses were not 200; no Markdown written", report.non_200());
     }
-    if let Some(path) = &args.write_markdown {
+    if let Some(path) = &args.run.write_markdown {
         publish_section(path, MARKDOWN_HEADING, &markdown_section(&args, &report), Some(&INDEX))?;
     }
     Ok(())
@@ -1049,7 +1007,7 @@ impl RulesReport {
             100.0 * (cpu[2] / cpu[1] - 1.0),
         );
         println!("{line}");
-        let Some(path) = &args.write_markdown else {
+        let Some(path) = &args.run.write_markdown else {
             return Ok(());
         };
         let mut out = section_head(RULES_HEADING, "bench_recommend.rs");
@@ -1131,7 +1089,7 @@ impl SweepReport {
         }
         print!("{table}");
         println!("{line}");
-        let Some(path) = &args.write_markdown else {
+        let Some(path) = &args.run.write_markdown else {
             return Ok(());
         };
         let mut out = section_head(SWEEP_HEADING, "bench_recommend.rs");

@@ -41,15 +41,17 @@ use serde_json::{json, Value};
 
 use bench_common::{
     markdown_row, percentile, percentile_cells, post_events, publish_section, section_head, server_binary, thousands,
-    upsert_items, wait_searchable, ClosedRun, Endpoint, Load, Span, SpawnedServer, Tally, Target, RATE_LIMIT_ENV,
-    SEARCH,
+    upsert_items, wait_searchable, ClosedRun, Endpoint, Load, RunArgs, ServerTimes, Span, SpawnedServer, Tally, Target,
+    RATE_LIMIT_ENV, SEARCH,
 };
 
 const MARKDOWN_HEADING: &str = "## Search and rerank";
 const TABLE: &str = "movies";
 const RERANK: Endpoint = Endpoint::post_json("/v1/search/rerank");
 const SETUP_BATCH: usize = 5_000;
-const P99_TARGET_MS: f64 = 5.0;
+/// Issue 23: search p99 on the 100k-item catalog, judged by rankstream's own p99
+/// (`/v1/admin/stats`).
+const P99_TARGET_MS: f64 = 2.0;
 const USER: &str = "bench-search-user";
 const SESSION: &str = "bench-search-session";
 const VARIANTS: [&str; 10] = [
@@ -117,14 +119,8 @@ struct Args {
     /// Clicks of the benchmark's user and session before the measurements.
     #[arg(long, default_value_t = 20)]
     session_events: usize,
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// The rankstream binary to spawn [default: `rankstream` next to this executable].
-    #[arg(long)]
-    server_bin: Option<PathBuf>,
-    /// Write (or replace) the `## Search and rerank` section of this Markdown file.
-    #[arg(long)]
-    write_markdown: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 struct Movie {
@@ -343,6 +339,15 @@ fn ms(value: f64) -> String {
     format!("{value:.2} ms")
 }
 
+/// Whether rankstream's own search p99 meets the target.
+fn verdict(own: &ServerTimes) -> &'static str {
+    if own.p99_ms <= P99_TARGET_MS {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
 fn summary(run: &ClosedRun) -> String {
     let [p50, p90, p99, max] = percentile_cells(&run.latencies, ms);
     format!(
@@ -358,9 +363,9 @@ fn markdown_section(
     rerank: &ClosedRun,
     setup: &str,
     kinds: &[(&str, Vec<f64>)],
+    own: &ServerTimes,
 ) -> String {
-    let p99 = percentile(&search.latencies, 0.99);
-    let met = if p99 <= P99_TARGET_MS { "met" } else { "NOT met" };
+    let client_p99 = percentile(&search.latencies, 0.99);
     let row = |name: &str, run: &ClosedRun| {
         let [p50, p90, p99, max] = percentile_cells(&run.latencies, ms);
         let count = thousands(run.latencies.len() as f64);
@@ -374,7 +379,10 @@ fn markdown_section(
          search bodies are titles, first words of titles, genre words and misspelt titles with a user and a session \
          that have {} live clicks, default limit (50); rerank bodies are {} random catalog ids with a retrieval_score \
          each and a title as the query, same user and session, default model\n\
-         - Target: search p99 <= {P99_TARGET_MS} ms: {met} (p99 {})\n\
+         - Target (issue 23): search p99 <= {P99_TARGET_MS} ms by rankstream's own account: {} (own p99 {}; \
+         the client's p99 {})\n\
+         - rankstream's own search times (`/v1/admin/stats`, every search it answered, the unmeasured first \
+         ones and the setup's included): {}\n\
          - The machine is shared and noisy (2 cores, other builds may run): compare runs of the same day.\n\n\
          | endpoint | requests | p50 | p90 | p99 | max | req/s |\n|---|---|---|---|---|---|---|\n{}\n{}\n",
         thousands(args.items as f64),
@@ -382,7 +390,10 @@ fn markdown_section(
         args.warmup,
         args.session_events,
         args.rerank_ids,
-        ms(p99),
+        verdict(own),
+        ms(own.p99_ms),
+        ms(client_p99),
+        own.summary(),
         row("POST /v1/search", search),
         row(&format!("POST /v1/search/rerank ({} ids)", args.rerank_ids), rerank),
     ));
@@ -407,8 +418,8 @@ async fn main() -> Result<()> {
     );
     ensure!(args.rerank_ids <= args.items, "--rerank-ids must be <= --items");
     let movies = read_movies(&args.movies)?;
-    let binary = server_binary(args.server_bin.as_ref())?;
-    let mut rng = StdRng::seed_from_u64(args.seed);
+    let binary = server_binary(args.run.server_bin.as_ref())?;
+    let mut rng = StdRng::seed_from_u64(args.run.seed);
     let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
     server.announce();
     let target = Arc::new(server.target()?);
@@ -428,6 +439,8 @@ async fn main() -> Result<()> {
         closed_loop(&target, SEARCH, warm_searches, args.connections).await?;
         let search = closed_loop(&target, SEARCH, searches, args.connections).await?;
         println!("search: {}", summary(&search));
+        let own = ServerTimes::read(&target, SEARCH.path).await?;
+        println!("rankstream's own search times (/v1/admin/stats): {}", own.summary());
         let kinds = match args.connections {
             1 => by_kind(&search, &kinds),
             _ => Vec::new(),
@@ -439,9 +452,9 @@ async fn main() -> Result<()> {
         closed_loop(&target, RERANK, warm_reranks, args.connections).await?;
         let rerank = closed_loop(&target, RERANK, reranks, args.connections).await?;
         println!("rerank ({} ids): {}", args.rerank_ids, summary(&rerank));
-        anyhow::Ok((search, rerank, setup, kinds))
+        anyhow::Ok((search, rerank, setup, kinds, own))
     };
-    let (search, rerank, setup, kinds) = server.stop_after(work).await?;
+    let (search, rerank, setup, kinds, own) = server.stop_after(work).await?;
     for (name, run) in [("search", &search), ("rerank", &rerank)] {
         let failures = &run.tally.failures;
         if failures.count > 0 {
@@ -452,14 +465,14 @@ async fn main() -> Result<()> {
             );
         }
     }
-    let p99 = percentile(&search.latencies, 0.99);
     println!(
-        "target search p99 <= {P99_TARGET_MS} ms: {} ({})",
-        if p99 <= P99_TARGET_MS { "met" } else { "NOT met" },
-        ms(p99)
+        "target search p99 <= {P99_TARGET_MS} ms by rankstream's own account: {} ({}; the client's {})",
+        verdict(&own),
+        ms(own.p99_ms),
+        ms(percentile(&search.latencies, 0.99))
     );
-    if let Some(path) = &args.write_markdown {
-        let section = markdown_section(&args, &search, &rerank, &setup, &kinds);
+    if let Some(path) = &args.run.write_markdown {
+        let section = markdown_section(&args, &search, &rerank, &setup, &kinds, &own);
         publish_section(path, MARKDOWN_HEADING, &section, None)?;
     }
     Ok(())

@@ -34,7 +34,7 @@
 #[path = "bench_common.rs"]
 mod bench_common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -49,7 +49,7 @@ use serde_json::{json, Value};
 
 use bench_common::{
     goals_table, markdown_row, ms, percentile, post_events, print_goals, publish_section, section_head, server_binary,
-    thousands, upsert_items, Endpoint, Goal, IndexEntry, Load, Span, SpawnedServer, Tally, Target, EVENTS,
+    thousands, upsert_items, Endpoint, Goal, IndexEntry, Load, RunArgs, Span, SpawnedServer, Tally, Target, EVENTS,
     RATE_LIMIT_ENV,
 };
 
@@ -105,14 +105,8 @@ struct Args {
     /// keeps at most 1,000 recent sessions per item, so `items` × 1,000 fills it.
     #[arg(long, default_value_t = 0)]
     seed_events: usize,
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// The rankstream binary to spawn [default: `rankstream` next to this executable].
-    #[arg(long)]
-    server_bin: Option<PathBuf>,
-    /// Write (or replace) this tool's section of this Markdown file.
-    #[arg(long)]
-    write_markdown: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 fn item_id(index: usize) -> String {
@@ -616,8 +610,8 @@ async fn main() -> Result<()> {
         args.load_fraction > 0.0 && args.load_fraction <= 1.0,
         "--load-fraction must be in (0, 1]"
     );
-    let binary = server_binary(args.server_bin.as_ref())?;
-    let mut rng = StdRng::seed_from_u64(args.seed);
+    let binary = server_binary(args.run.server_bin.as_ref())?;
+    let mut rng = StdRng::seed_from_u64(args.run.seed);
     let mut env = RATE_LIMIT_ENV.to_vec();
     env.push(RANKING_RETENTION);
     env.push(HASHED_EMBEDDER);
@@ -628,7 +622,7 @@ async fn main() -> Result<()> {
     let soak = outcome?;
     let goals = soak.goals(&args);
     print_goals(&goals);
-    if let Some(path) = &args.write_markdown {
+    if let Some(path) = &args.run.write_markdown {
         publish_section(path, MARKDOWN_HEADING, &markdown_section(&args, &soak), Some(&INDEX))?;
     }
     ensure!(goals.iter().all(|goal| goal.met), "a soak target was missed");

@@ -20,6 +20,21 @@ pub const RATE_LIMIT_ENV: [(&str, &str); 2] = [
     ("RANKSTREAM__AUTH__DEFAULT_BURST", "1000000"),
 ];
 
+/// The options of every tool that spawns a server on generated data and writes its
+/// section of BENCHMARKS.md (`#[command(flatten)]` in the tool's own).
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Seed of the generated data and request bodies.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// The rankstream binary to spawn [default: `rankstream` next to this executable].
+    #[arg(long)]
+    pub server_bin: Option<PathBuf>,
+    /// Write (or replace) this tool's section of this Markdown file.
+    #[arg(long)]
+    pub write_markdown: Option<PathBuf>,
+}
+
 /// The rankstream binary: `explicit`, else `rankstream` next to this executable.
 pub fn server_binary(explicit: Option<&PathBuf>) -> Result<PathBuf> {
     Ok(match explicit {
