@@ -106,7 +106,7 @@ fn the_live_actor_cap_bounds_resident_memory() {
         all_live_growth / 1024,
         capped_growth / 1024
     );
-    // A live user costs ~10 KB, a known one ~2 KB (bench-memory): the capped node grows by
+    // A live user costs ~7 KB, a known one ~2 KB (bench-memory): the capped node grows by
     // well under half of the other.
     assert!(
         capped_growth * 2 < all_live_growth,
