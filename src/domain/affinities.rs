@@ -79,13 +79,12 @@ impl Affinities {
 impl FromIterator<Affinity> for Affinities {
     /// Later entries for the same attribute replace earlier ones.
     fn from_iter<I: IntoIterator<Item = Affinity>>(affinities: I) -> Self {
-        let mut list: Vec<Affinity> = Vec::new();
-        for affinity in affinities {
-            match list.binary_search_by_key(&affinity.id, |there| there.id) {
-                Ok(index) => list[index] = affinity,
-                Err(index) => list.insert(index, affinity),
-            }
-        }
+        let mut list: Vec<Affinity> = affinities.into_iter().collect();
+        // Reversed, a stable sort puts the last given of an attribute first, which
+        // `dedup` keeps.
+        list.reverse();
+        list.sort_by_key(|affinity| affinity.id);
+        list.dedup_by_key(|affinity| affinity.id);
         list.shrink_to_fit();
         Affinities(Arc::new(list))
     }
@@ -114,7 +113,7 @@ impl<'de> Deserialize<'de> for Affinities {
                 while let Some((attribute, decayed)) = map.next_entry::<std::borrow::Cow<'de, str>, Decayed>()? {
                     list.push(Affinity::new(&attribute, decayed));
                 }
-                Ok(list.into_iter().collect())
+                Ok(Affinities::from_iter(list))
             }
         }
         deserializer.deserialize_map(ByAttribute)

@@ -156,7 +156,12 @@ impl<'de> Deserialize<'de> for NewestStrings {
                 while let Some(value) = seq.next_element::<String>()? {
                     newest_first.push(value);
                 }
-                let mut strings = NewestStrings::default();
+                // Room for all of them at once (each push would otherwise grow the buffer).
+                let text: usize = newest_first.iter().map(|value| value.len() + 2).sum();
+                let mut strings = NewestStrings {
+                    bytes: Vec::with_capacity(text),
+                    len: 0,
+                };
                 for value in newest_first.iter().rev() {
                     strings.push(value, usize::MAX);
                 }
