@@ -147,6 +147,25 @@ mod tests {
     }
 
     #[test]
+    fn collected_the_last_given_of_an_attribute_stays() {
+        let affinities: Affinities = [
+            ("tag:aff-z", 1.0),
+            ("tag:aff-y", 2.0),
+            ("tag:aff-z", 3.0),
+            ("tag:aff-z", 4.0),
+        ]
+        .into_iter()
+        .map(|(attribute, value)| Affinity::new(attribute, Decayed { value, at: 0 }))
+        .collect();
+        assert_eq!(affinities.len(), 2);
+        assert_eq!(affinities.get("tag:aff-z").map(|d| d.value), Some(4.0));
+        assert!(affinities
+            .iter()
+            .zip(affinities.iter().skip(1))
+            .all(|(a, b)| a.id < b.id));
+    }
+
+    #[test]
     fn they_read_and_write_the_encoding_of_the_map_they_replace() {
         let before: HashMap<String, Decayed> = [
             ("group:aff-x".to_owned(), Decayed { value: 2.5, at: 7 }),
