@@ -8,16 +8,19 @@
 //!   BM25 (the baseline and rerank's text score).
 //! - `indexer`: the writer thread (changes → re-read → commit).
 //! - `labels`: the group and tag names of the indexed items.
+//! - `segments`: what search keeps in memory of each segment (keys, item hashes,
+//!   typo expansions).
 
 mod indexer;
 mod labels;
 mod query;
 mod schema;
+mod segments;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -27,9 +30,8 @@ use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery, TermSetQuery};
-use tantivy::schema::Value as _;
 use tantivy::tokenizer::{TextAnalyzer, TokenStream};
-use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, Term, Warmer};
 
 use crate::config::SearchConfig;
 use indexer::{Control, Indexer, CLEAN};
@@ -37,6 +39,7 @@ pub use labels::CatalogLabels;
 pub use query::{edit_distance, typos_allowed, QueryToken, Wanted};
 pub use schema::item_hash;
 use schema::{split_key, Fields};
+use segments::Segments;
 
 /// A catalog change the index must follow; sent after the write is durable.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +130,8 @@ pub struct IndexStats {
 pub struct SearchIndex {
     reader: IndexReader,
     fields: Fields,
+    /// What is kept of each segment; the reader holds it weakly, as its warmer.
+    segments: Arc<Segments>,
     analyzer: TextAnalyzer,
     config: SearchConfig,
     vocabulary: Arc<RwLock<Arc<CatalogLabels>>>,
@@ -150,10 +155,13 @@ impl SearchIndex {
         schema::register_analyzer(&index);
         let fields = Fields::of(&index.schema()).expect("open_or_create checked the schema");
         let writer = index.writer_with_num_threads(1, config.writer_memory_bytes)?;
+        let segments = Arc::new(Segments::new(fields));
+        let warmer: Weak<dyn Warmer> = Arc::downgrade(&segments) as Weak<dyn Warmer>;
         let reader: IndexReader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .doc_store_cache_num_blocks(config.doc_store_cache_blocks)
+            .warmers(vec![warmer])
             .try_into()?;
         let vocabulary = Arc::new(RwLock::new(Arc::new(CatalogLabels::default())));
         let stats = Arc::new(IndexStats::default());
@@ -181,6 +189,7 @@ impl SearchIndex {
         Ok(SearchIndex {
             reader,
             fields,
+            segments,
             analyzer: schema::analyzer(),
             config: config.clone(),
             vocabulary,
@@ -224,23 +233,21 @@ impl SearchIndex {
         }
         let searcher = self.reader.searcher();
         let mut stemmer = schema::stem_analyzer();
-        let (query, most) = query::coverage_query(&searcher, &self.fields, &mut stemmer, wanted, &self.config)?;
+        let (query, most) =
+            query::coverage_query(&searcher, &self.segments, &self.fields, &mut stemmer, wanted, &self.config)?;
         let query = self.in_tables(query, tables);
         let scale = if most > 0.0 { 1.0 / most } else { 0.0 };
         let by_item = priors.clone();
+        let segments = self.segments.clone();
         let collector = TopDocs::with_limit(limit).tweak_score(move |segment: &tantivy::SegmentReader| {
-            let column = |name: &str| {
-                segment
-                    .fast_fields()
-                    .u64(name)
-                    .ok()
-                    .map(|column| column.first_or_default_col(0))
-            };
-            let (items, words) = (column("item"), column("title_words"));
+            // Every segment of a searcher was read when it was made: this only fails when
+            // reading it again does (then its items score without priors or word counts).
+            let kept = segments.of(segment).ok();
             let priors = by_item.clone();
             move |doc: tantivy::DocId, score: tantivy::Score| {
-                let prior = items.as_ref().map_or(0.0, |items| priors.of(items.get_val(doc)));
-                let words = words.as_ref().map_or(0, |words| words.get_val(doc));
+                let (prior, words) = kept
+                    .as_ref()
+                    .map_or((0.0, 0), |kept| (priors.of(kept.item(doc)), kept.title_words(doc)));
                 (score * scale + prior_weight * prior, std::cmp::Reverse(words))
             }
         });
@@ -331,7 +338,7 @@ impl SearchIndex {
         let mut unknown = |word: &String| -> tantivy::Result<bool> {
             let tokens = self.tokens(word);
             for token in &tokens {
-                if !query::is_unknown(&searcher, &self.fields, &mut stemmer, token)? {
+                if !query::is_unknown(&searcher, &self.segments, &self.fields, &mut stemmer, token)? {
                     return Ok(false);
                 }
             }
@@ -369,24 +376,22 @@ impl SearchIndex {
 
     fn text_query(&self, searcher: &Searcher, query: &str) -> Result<Option<BooleanQuery>, SearchError> {
         let tokens = query::query_tokens(&mut self.analyzer.clone(), query, &self.config);
-        Ok(query::text_query(searcher, &self.fields, &tokens, &self.config)?)
+        Ok(query::text_query(searcher, &self.segments, &self.fields, &tokens, &self.config)?)
     }
 
     fn hits(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> Result<Vec<TextHit>, SearchError> {
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
-            let document: TantivyDocument = searcher.doc(address)?;
-            let Some(key) = document.get_first(self.fields.key).and_then(|value| value.as_str()) else {
+            let segment = self.segments.of(searcher.segment_reader(address.segment_ord))?;
+            let Some((table, id)) = segment.key(address.doc_id).and_then(split_key) else {
                 continue;
             };
-            if let Some((table, id)) = split_key(key) {
-                hits.push(TextHit {
-                    id: id.to_owned(),
-                    table: table.to_owned(),
-                    score,
-                    prior: 0.0,
-                });
-            }
+            hits.push(TextHit {
+                id: id.to_owned(),
+                table: table.to_owned(),
+                score,
+                prior: 0.0,
+            });
         }
         Ok(hits)
     }

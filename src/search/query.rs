@@ -12,17 +12,17 @@
 //!   equally tie, and the prior (popularity, availability) and the visitor's live
 //!   state decide between them.
 
-use std::collections::BTreeMap;
-
+use rustc_hash::FxHashMap;
 use tantivy::query::{
     AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, DfaWrapper, DisjunctionMaxQuery, FuzzyTermQuery, Occur, Query,
     TermQuery,
 };
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::tokenizer::{TextAnalyzer, TokenStream};
-use tantivy::{Searcher, Term};
+use tantivy::{Searcher, SegmentReader, Term};
 
 use super::schema::Fields;
+use super::segments::{ExpansionKey, Segments};
 use crate::config::SearchConfig;
 
 /// Most query tokens used; the rest of a long query is ignored.
@@ -99,65 +99,88 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 /// itself: closest first, then the most frequent, at most `limit`; each with its distance.
 /// With [`FirstLetter::Kept`] a typo is not looked for in the first letter (people rarely
 /// make one there), which keeps the walk of the term dictionary to the terms sharing it.
+/// Each segment's dictionary is walked once per token (`segments` keeps what it found).
 fn expansions(
     searcher: &Searcher,
+    segments: &Segments,
     field: Field,
     token: &QueryToken,
-    automaton: &DfaWrapper,
     limit: usize,
     first_letter: FirstLetter,
 ) -> tantivy::Result<Vec<(String, usize)>> {
     let Some(first) = token.text.chars().next() else {
         return Ok(Vec::new());
     };
-    let (from, to) = match first_letter {
-        FirstLetter::Kept => (
-            Some(first.to_string()),
-            char::from_u32(first as u32 + 1).map(String::from),
-        ),
-        FirstLetter::Any => (None, None),
+    if token.typos == 0 {
+        return Ok(Vec::new());
+    }
+    let key = ExpansionKey {
+        field,
+        token: token.text.clone(),
+        typos: token.typos,
+        any_first_letter: first_letter == FirstLetter::Any,
     };
-    let mut found: BTreeMap<String, u64> = BTreeMap::new();
+    let mut automaton: Option<DfaWrapper> = None;
+    let mut per_segment = Vec::with_capacity(searcher.segment_readers().len());
     for segment in searcher.segment_readers() {
-        let inverted = segment.inverted_index(field)?;
-        let mut terms = inverted.terms().search(automaton);
-        if let Some(from) = &from {
-            terms = terms.ge(from.as_bytes());
-        }
-        if let Some(to) = &to {
-            terms = terms.lt(to.as_bytes());
-        }
-        let mut stream = terms.into_stream()?;
-        while stream.advance() {
-            let Ok(text) = std::str::from_utf8(stream.key()) else {
-                continue;
+        let walk = || -> tantivy::Result<Vec<(Box<str>, u64)>> {
+            let automaton = match automaton {
+                Some(ref built) => built,
+                None => automaton.insert(typo_automaton(field, token)?),
             };
-            if text != token.text {
-                *found.entry(text.to_owned()).or_default() += u64::from(stream.value().doc_freq);
-            }
+            walk_terms(segment, field, token, automaton, first, first_letter)
+        };
+        per_segment.push(segments.of(segment)?.expansions(&key, walk)?);
+    }
+    let mut found: FxHashMap<&str, u64> = FxHashMap::default();
+    for (text, frequency) in per_segment.iter().flat_map(|found| found.iter()) {
+        *found.entry(text).or_default() += frequency;
+    }
+    let mut ranked: Vec<(&str, usize, u64)> = found
+        .into_iter()
+        .map(|(text, frequency)| (text, edit_distance(text, &token.text), frequency))
+        .collect();
+    ranked.sort_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(b.0)));
+    ranked.truncate(limit);
+    Ok(ranked.into_iter().map(|(text, distance, _)| (text.to_owned(), distance)).collect())
+}
+
+/// The terms of `field` in one segment that `automaton` accepts, other than the token
+/// itself, with the documents having each; those starting with `first` only when the
+/// first letter is kept.
+fn walk_terms(
+    segment: &SegmentReader,
+    field: Field,
+    token: &QueryToken,
+    automaton: &DfaWrapper,
+    first: char,
+    first_letter: FirstLetter,
+) -> tantivy::Result<Vec<(Box<str>, u64)>> {
+    let inverted = segment.inverted_index(field)?;
+    let mut terms = inverted.terms().search(automaton);
+    if first_letter == FirstLetter::Kept {
+        terms = terms.ge(first.to_string().as_bytes());
+        if let Some(next) = char::from_u32(first as u32 + 1) {
+            terms = terms.lt(next.to_string().as_bytes());
         }
     }
-    let mut ranked: Vec<(String, usize, u64)> = found
-        .into_iter()
-        .map(|(text, frequency)| {
-            let distance = edit_distance(&text, &token.text);
-            (text, distance, frequency)
-        })
-        .collect();
-    ranked.sort_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
-    ranked.truncate(limit);
-    Ok(ranked.into_iter().map(|(text, distance, _)| (text, distance)).collect())
+    let mut stream = terms.into_stream()?;
+    let mut found = Vec::new();
+    while stream.advance() {
+        let Ok(text) = std::str::from_utf8(stream.key()) else {
+            continue;
+        };
+        if text != token.text {
+            found.push((Box::from(text), u64::from(stream.value().doc_freq)));
+        }
+    }
+    Ok(found)
 }
 
 /// The automaton of the words within `token`'s edit distance (a swap counts as one edit),
-/// built once per token: it does not depend on the field walked.
-fn typo_automaton(field: Field, token: &QueryToken) -> tantivy::Result<Option<DfaWrapper>> {
-    match token.typos {
-        0 => Ok(None),
-        typos => FuzzyTermQuery::new(Term::from_field_text(field, &token.text), typos, true)
-            .automaton()
-            .map(Some),
-    }
+/// built only when a segment's dictionary must be walked.
+fn typo_automaton(field: Field, token: &QueryToken) -> tantivy::Result<DfaWrapper> {
+    FuzzyTermQuery::new(Term::from_field_text(field, &token.text), token.typos, true).automaton()
 }
 
 /// Whether a typo may be in a word's first letter.
@@ -176,6 +199,7 @@ fn boosted_term(field: Field, text: &str, boost: f32) -> (Occur, Box<dyn Query>)
 /// when there is nothing to look for.
 pub fn text_query(
     searcher: &Searcher,
+    segments: &Segments,
     fields: &Fields,
     tokens: &[QueryToken],
     config: &SearchConfig,
@@ -187,12 +211,11 @@ pub fn text_query(
     ];
     let mut clauses = Vec::new();
     for token in tokens {
-        let automaton = typo_automaton(fields.title, token)?;
         for &(field, boost, fuzzy) in &weighted {
             clauses.push(boosted_term(field, &token.text, boost));
-            if let (true, Some(automaton)) = (fuzzy, &automaton) {
+            if fuzzy {
                 let limit = config.fuzzy_max_expansions;
-                for (text, distance) in expansions(searcher, field, token, automaton, limit, FirstLetter::Kept)? {
+                for (text, distance) in expansions(searcher, segments, field, token, limit, FirstLetter::Kept)? {
                     let weight = boost * config.fuzzy_factor.powi(distance as i32);
                     clauses.push(boosted_term(field, &text, weight));
                 }
@@ -227,6 +250,7 @@ const RELATED_LABEL_FACTOR: f32 = 0.5;
 /// every item but the excluded ones, each scoring 0 (a query that only filters).
 pub fn coverage_query(
     searcher: &Searcher,
+    segments: &Segments,
     fields: &Fields,
     stemmer: &mut TextAnalyzer,
     wanted: &Wanted,
@@ -238,7 +262,7 @@ pub fn coverage_query(
         let weight = rarity(searcher, fields, &stem(stemmer, &token.text))?;
         clauses.push((
             Occur::Should,
-            token_query(searcher, &everywhere(fields, config), stemmer, token, weight, config)?,
+            token_query(searcher, segments, &everywhere(fields, config), stemmer, token, weight, config)?,
         ));
         most += weight * config.title_boost;
     }
@@ -252,7 +276,7 @@ pub fn coverage_query(
         for token in query_tokens(&mut super::schema::analyzer(), label, config) {
             words.push((
                 Occur::Should,
-                token_query(searcher, &title_only(fields, config), stemmer, &token, weight, config)?,
+                token_query(searcher, segments, &title_only(fields, config), stemmer, &token, weight, config)?,
             ));
         }
         if !words.is_empty() {
@@ -315,6 +339,7 @@ fn title_only(fields: &Fields, config: &SearchConfig) -> [Place; 1] {
 /// scoring `weight` × its field's boost × its form's factor.
 fn token_query(
     searcher: &Searcher,
+    segments: &Segments,
     places: &[Place],
     stemmer: &mut TextAnalyzer,
     token: &QueryToken,
@@ -323,10 +348,6 @@ fn token_query(
 ) -> tantivy::Result<Box<dyn Query>> {
     let stemmed = stem(stemmer, &token.text);
     let mut forms: Vec<Box<dyn Query>> = Vec::new();
-    let automaton = match places.first() {
-        Some(&(field, ..)) => typo_automaton(field, token)?,
-        None => None,
-    };
     for &(field, stemmed_field, boost, fuzzy) in places {
         let score = weight * boost;
         forms.push(constant(Term::from_field_text(field, &token.text), score));
@@ -334,9 +355,9 @@ fn token_query(
             Term::from_field_text(stemmed_field, &stemmed),
             score * config.stem_factor,
         ));
-        if let (true, Some(automaton)) = (fuzzy, &automaton) {
+        if fuzzy {
             let limit = config.fuzzy_max_expansions;
-            for (text, distance) in expansions(searcher, field, token, automaton, limit, FirstLetter::Kept)? {
+            for (text, distance) in expansions(searcher, segments, field, token, limit, FirstLetter::Kept)? {
                 let factor = config.fuzzy_factor.powi(distance as i32);
                 forms.push(constant(Term::from_field_text(field, &text), score * factor));
             }
@@ -350,6 +371,7 @@ fn token_query(
 /// (this walk is made only for words the index lacks).
 pub fn is_unknown(
     searcher: &Searcher,
+    segments: &Segments,
     fields: &Fields,
     stemmer: &mut TextAnalyzer,
     token: &QueryToken,
@@ -367,13 +389,11 @@ pub fn is_unknown(
             return Ok(false);
         }
     }
-    if let Some(automaton) = typo_automaton(fields.title, token)? {
-        // The short walk first: most typos keep the first letter.
-        for first_letter in [FirstLetter::Kept, FirstLetter::Any] {
-            for field in [fields.title, fields.labels] {
-                if !expansions(searcher, field, token, &automaton, 1, first_letter)?.is_empty() {
-                    return Ok(false);
-                }
+    // The short walk first: most typos keep the first letter.
+    for first_letter in [FirstLetter::Kept, FirstLetter::Any] {
+        for field in [fields.title, fields.labels] {
+            if !expansions(searcher, segments, field, token, 1, first_letter)?.is_empty() {
+                return Ok(false);
             }
         }
     }

@@ -257,6 +257,38 @@ fn changes_are_followed_and_a_clean_stop_is_trusted() {
 }
 
 #[test]
+fn what_is_kept_of_segments_follows_the_index() {
+    let directory = tempfile::tempdir().unwrap();
+    let memory = movies();
+    let (index, changes) = open(&directory.path().join("search"), memory.clone());
+    // The typo walk of the first segment is kept...
+    assert_eq!(ids(&index.text_search("matirx", 10).unwrap()), ["6"]);
+    // ...and a segment written after it is walked for the same token.
+    memory.put("movies", "8", json!({"name": "Matrx Reloaded"}));
+    changes
+        .send(IndexChange::Item {
+            table: "movies".into(),
+            id: "8".into(),
+        })
+        .unwrap();
+    wait_until("the upsert is searchable", || {
+        index.text_search("reloaded", 5).unwrap().len() == 1
+    });
+    let mut found = ids(&index.text_search("matirx", 10).unwrap())
+        .into_iter()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+    found.sort();
+    assert_eq!(found, ["6", "8"], "each hit named by its own segment's keys");
+    // What is kept of segments no searcher has any more is dropped.
+    let searcher = index.reader.searcher();
+    assert!(index.segments.len() >= searcher.segment_readers().len());
+    index.segments.garbage_collect(&[searcher.generation()]);
+    assert_eq!(index.segments.len(), searcher.segment_readers().len());
+    index.stop();
+}
+
+#[test]
 fn an_unclean_or_missing_index_is_rebuilt() {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("search");

@@ -1,0 +1,177 @@
+//! What search keeps in memory of each index segment, so that a search reads plain
+//! arrays instead of the segment's columns, compressed document store and term
+//! dictionaries:
+//!
+//! - per document: its key (table and id), its [`item_hash`](super::item_hash) and
+//!   its title's word count, read while collecting and naming the best matches;
+//! - the typo expansions of the tokens searched so far (the walk of a term
+//!   dictionary for the terms within a token's edit distance), reused by the next
+//!   search of the same token.
+//!
+//! A segment never changes once written (deletes only hide its documents), so what is
+//! kept of it stays true for its whole life. It is made when the segment first becomes
+//! searchable: [`Segments`] is a tantivy [`Warmer`], run on the indexer's thread at
+//! each reload, before the new searcher is published; and dropped with the last
+//! searcher that has the segment.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxHashMap;
+use tantivy::columnar::Column;
+use tantivy::index::SegmentId;
+use tantivy::schema::{Field, Value};
+use tantivy::{DocId, Searcher, SearcherGeneration, SegmentReader, TantivyDocument, Warmer};
+
+use super::schema::Fields;
+
+/// Most typo expansions kept per segment; past it they are forgotten and walked anew.
+const MOST_EXPANSIONS: usize = 4_096;
+/// Decompressed blocks kept while a segment's keys are read: they are read in order.
+const STORE_BLOCKS: usize = 1;
+
+/// The terms of one field within a token's edit distance, with the documents having
+/// each, as one segment's term dictionary has them.
+pub type Expanded = Arc<[(Box<str>, u64)]>;
+
+/// What one expansion was looked for: the field, the token, the typos it tolerates,
+/// and whether a typo may be in its first letter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ExpansionKey {
+    pub field: Field,
+    pub token: String,
+    pub typos: u8,
+    pub any_first_letter: bool,
+}
+
+/// What is kept of one segment.
+pub struct Segment {
+    /// Every document's key, one after the other: document `d`'s ends at `ends[d]`.
+    keys: String,
+    ends: Vec<u32>,
+    items: Vec<u64>,
+    title_words: Vec<u32>,
+    expansions: Mutex<FxHashMap<ExpansionKey, Expanded>>,
+}
+
+impl Segment {
+    fn read(segment: &SegmentReader, fields: &Fields) -> tantivy::Result<Segment> {
+        let documents = segment.max_doc() as usize;
+        let column = |field: Field| -> tantivy::Result<Column<u64>> {
+            let name = segment.schema().get_field_name(field).to_owned();
+            Ok(segment.fast_fields().u64(&name)?)
+        };
+        let (items, words) = (column(fields.item)?, column(fields.title_words)?);
+        let mut read = Segment {
+            keys: String::new(),
+            ends: Vec::with_capacity(documents),
+            items: Vec::with_capacity(documents),
+            title_words: Vec::with_capacity(documents),
+            expansions: Mutex::default(),
+        };
+        let store = segment.get_store_reader(STORE_BLOCKS)?;
+        for (doc, document) in store.iter::<TantivyDocument>(None).enumerate() {
+            let doc = doc as DocId;
+            if let Some(key) = document?.get_first(fields.key).and_then(|value| value.as_str()) {
+                read.keys.push_str(key);
+            }
+            read.ends.push(u32::try_from(read.keys.len()).unwrap_or(u32::MAX));
+            read.items.push(items.first(doc).unwrap_or(0));
+            read.title_words
+                .push(u32::try_from(words.first(doc).unwrap_or(0)).unwrap_or(u32::MAX));
+        }
+        read.keys.shrink_to_fit();
+        Ok(read)
+    }
+
+    /// The key of document `doc` (`table`, separator, `id`); `None` past the last.
+    pub fn key(&self, doc: DocId) -> Option<&str> {
+        let doc = doc as usize;
+        let end = *self.ends.get(doc)? as usize;
+        let start = match doc {
+            0 => 0,
+            _ => self.ends[doc - 1] as usize,
+        };
+        self.keys.get(start..end)
+    }
+
+    /// The [`item_hash`](super::item_hash) of document `doc`'s id (0 past the last).
+    pub fn item(&self, doc: DocId) -> u64 {
+        self.items.get(doc as usize).copied().unwrap_or(0)
+    }
+
+    /// How many words document `doc`'s title has (0 past the last).
+    pub fn title_words(&self, doc: DocId) -> u64 {
+        self.title_words.get(doc as usize).map_or(0, |words| u64::from(*words))
+    }
+
+    /// The expansions of `key` in this segment: kept ones, or those `walk` finds (then
+    /// kept).
+    pub fn expansions(
+        &self,
+        key: &ExpansionKey,
+        walk: impl FnOnce() -> tantivy::Result<Vec<(Box<str>, u64)>>,
+    ) -> tantivy::Result<Expanded> {
+        if let Some(found) = self.expansions.lock().get(key) {
+            return Ok(found.clone());
+        }
+        let found: Expanded = walk()?.into();
+        let mut kept = self.expansions.lock();
+        if kept.len() >= MOST_EXPANSIONS {
+            kept.clear();
+        }
+        kept.insert(key.clone(), found.clone());
+        Ok(found)
+    }
+}
+
+/// What is kept of every segment some searcher still has.
+pub struct Segments {
+    fields: Fields,
+    by_id: RwLock<FxHashMap<SegmentId, Arc<Segment>>>,
+}
+
+impl Segments {
+    pub fn new(fields: Fields) -> Segments {
+        Segments {
+            fields,
+            by_id: RwLock::default(),
+        }
+    }
+
+    /// What is kept of `segment`, read now if it was not yet (a searcher's segments
+    /// were all read when it was made).
+    pub fn of(&self, segment: &SegmentReader) -> tantivy::Result<Arc<Segment>> {
+        let id = segment.segment_id();
+        if let Some(kept) = self.by_id.read().get(&id) {
+            return Ok(kept.clone());
+        }
+        let read = Arc::new(Segment::read(segment, &self.fields)?);
+        self.by_id.write().insert(id, read.clone());
+        Ok(read)
+    }
+
+    /// How many segments are kept.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.by_id.read().len()
+    }
+}
+
+impl Warmer for Segments {
+    fn warm(&self, searcher: &Searcher) -> tantivy::Result<()> {
+        for segment in searcher.segment_readers() {
+            self.of(segment)?;
+        }
+        Ok(())
+    }
+
+    fn garbage_collect(&self, live: &[&SearcherGeneration]) {
+        let live: HashSet<SegmentId> = live
+            .iter()
+            .flat_map(|generation| generation.segments().keys().copied())
+            .collect();
+        self.by_id.write().retain(|id, _| live.contains(id));
+    }
+}
