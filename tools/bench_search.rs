@@ -40,7 +40,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    markdown_row, percentile, percentile_cells, post_events, publish_section, section_head, server_binary, thousands,
+    markdown_row, percentile, percentile_cells, post_events, process_cpu_seconds, publish_section, section_head, server_binary, thousands,
     upsert_items, wait_searchable, ClosedRun, Endpoint, Load, RunArgs, ServerTimes, Span, SpawnedServer, Tally, Target,
     RATE_LIMIT_ENV, SEARCH,
 };
@@ -119,6 +119,9 @@ struct Args {
     /// Clicks of the benchmark's user and session before the measurements.
     #[arg(long, default_value_t = 20)]
     session_events: usize,
+    /// Print this many of the slowest searches with their bodies (one connection only).
+    #[arg(long, default_value_t = 0)]
+    slowest: usize,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -290,6 +293,17 @@ fn by_kind(run: &ClosedRun, kinds: &[usize]) -> Vec<(&'static str, Vec<f64>)> {
         .collect()
 }
 
+/// The `count` slowest searches, slowest first, with their bodies (one connection only,
+/// where the latencies are in the bodies' order): what to look at when the tail grows.
+fn print_slowest(run: &ClosedRun, bodies: &[Bytes], count: usize) {
+    let mut order: Vec<usize> = (0..run.latencies.len().min(bodies.len())).collect();
+    order.sort_by(|a, b| run.latencies[*b].total_cmp(&run.latencies[*a]));
+    for at in order.into_iter().take(count) {
+        let body = String::from_utf8_lossy(&bodies[at]);
+        println!("  slow: {} {body}", ms(run.latencies[at]));
+    }
+}
+
 fn rerank_bodies(args: &Args, movies: &[Movie], count: usize, rng: &mut StdRng) -> Result<Vec<Bytes>> {
     (0..count)
         .map(|_| {
@@ -423,6 +437,7 @@ async fn main() -> Result<()> {
     let server = SpawnedServer::start(&binary, &[], &RATE_LIMIT_ENV).await?;
     server.announce();
     let target = Arc::new(server.target()?);
+    let server_pid = server.pid();
     let work = async {
         let started = Instant::now();
         create_catalog(&target, &args, &movies, &mut rng).await?;
@@ -437,8 +452,15 @@ async fn main() -> Result<()> {
         let reranks = Arc::new(rerank_bodies(&args, &movies, args.queries, &mut rng)?);
         let warm_reranks = Arc::new(rerank_bodies(&args, &movies, args.warmup, &mut rng)?);
         closed_loop(&target, SEARCH, warm_searches, args.connections).await?;
-        let search = closed_loop(&target, SEARCH, searches, args.connections).await?;
+        let cpu_before = server_pid.and_then(process_cpu_seconds);
+        let search = closed_loop(&target, SEARCH, searches.clone(), args.connections).await?;
+        let cpu_after = server_pid.and_then(process_cpu_seconds);
         println!("search: {}", summary(&search));
+        if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
+            // Read from /proc in 10 ms ticks: a few thousand searches make it exact to ~1%.
+            let micros = (after - before) * 1e6 / search.latencies.len().max(1) as f64;
+            println!("server CPU per search: {micros:.0} µs");
+        }
         let own = ServerTimes::read(&target, SEARCH.path).await?;
         println!("rankstream's own search times (/v1/admin/stats): {}", own.summary());
         let kinds = match args.connections {
@@ -448,6 +470,9 @@ async fn main() -> Result<()> {
         for (name, latencies) in &kinds {
             let [p50, _, p99, max] = percentile_cells(latencies, ms);
             println!("  {name} ({}): p50 {p50}, p99 {p99}, max {max}", latencies.len());
+        }
+        if args.connections == 1 {
+            print_slowest(&search, &searches, args.slowest);
         }
         closed_loop(&target, RERANK, warm_reranks, args.connections).await?;
         let rerank = closed_loop(&target, RERANK, reranks, args.connections).await?;

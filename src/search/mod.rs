@@ -380,10 +380,17 @@ impl SearchIndex {
     }
 
     fn hits(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> Result<Vec<TextHit>, SearchError> {
+        let segments = searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| self.segments.of(segment))
+            .collect::<tantivy::Result<Vec<_>>>()?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
-            let segment = self.segments.of(searcher.segment_reader(address.segment_ord))?;
-            let Some((table, id)) = segment.key(address.doc_id).and_then(split_key) else {
+            let key = segments
+                .get(address.segment_ord as usize)
+                .and_then(|segment| segment.key(address.doc_id));
+            let Some((table, id)) = key.and_then(split_key) else {
                 continue;
             };
             hits.push(TextHit {

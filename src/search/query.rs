@@ -22,7 +22,7 @@ use tantivy::tokenizer::{TextAnalyzer, TokenStream};
 use tantivy::{Searcher, SegmentReader, Term};
 
 use super::schema::Fields;
-use super::segments::{ExpansionKey, Segments};
+use super::segments::{Expansion, ExpansionKey, Segments};
 use crate::config::SearchConfig;
 
 /// Most query tokens used; the rest of a long query is ignored.
@@ -123,7 +123,7 @@ fn expansions(
     let mut automaton: Option<DfaWrapper> = None;
     let mut per_segment = Vec::with_capacity(searcher.segment_readers().len());
     for segment in searcher.segment_readers() {
-        let walk = || -> tantivy::Result<Vec<(Box<str>, u64)>> {
+        let walk = || -> tantivy::Result<Vec<Expansion>> {
             let automaton = match automaton {
                 Some(ref built) => built,
                 None => automaton.insert(typo_automaton(field, token)?),
@@ -132,22 +132,24 @@ fn expansions(
         };
         per_segment.push(segments.of(segment)?.expansions(&key, walk)?);
     }
-    let mut found: FxHashMap<&str, u64> = FxHashMap::default();
-    for (text, frequency) in per_segment.iter().flat_map(|found| found.iter()) {
-        *found.entry(text).or_default() += frequency;
+    let mut found: FxHashMap<&str, (u8, u64)> = FxHashMap::default();
+    for expansion in per_segment.iter().flat_map(|found| found.iter()) {
+        found.entry(&expansion.term).or_insert((expansion.distance, 0)).1 += expansion.documents;
     }
-    let mut ranked: Vec<(&str, usize, u64)> = found
+    let mut ranked: Vec<(&str, u8, u64)> = found
         .into_iter()
-        .map(|(text, frequency)| (text, edit_distance(text, &token.text), frequency))
+        .map(|(term, (distance, documents))| (term, distance, documents))
         .collect();
-    ranked.sort_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(b.0)));
+    ranked.sort_unstable_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(b.0)));
     ranked.truncate(limit);
-    Ok(ranked.into_iter().map(|(text, distance, _)| (text.to_owned(), distance)).collect())
+    Ok(ranked
+        .into_iter()
+        .map(|(term, distance, _)| (term.to_owned(), usize::from(distance)))
+        .collect())
 }
 
 /// The terms of `field` in one segment that `automaton` accepts, other than the token
-/// itself, with the documents having each; those starting with `first` only when the
-/// first letter is kept.
+/// itself; those starting with `first` only when the first letter is kept.
 fn walk_terms(
     segment: &SegmentReader,
     field: Field,
@@ -155,7 +157,7 @@ fn walk_terms(
     automaton: &DfaWrapper,
     first: char,
     first_letter: FirstLetter,
-) -> tantivy::Result<Vec<(Box<str>, u64)>> {
+) -> tantivy::Result<Vec<Expansion>> {
     let inverted = segment.inverted_index(field)?;
     let mut terms = inverted.terms().search(automaton);
     if first_letter == FirstLetter::Kept {
@@ -167,11 +169,15 @@ fn walk_terms(
     let mut stream = terms.into_stream()?;
     let mut found = Vec::new();
     while stream.advance() {
-        let Ok(text) = std::str::from_utf8(stream.key()) else {
+        let Ok(term) = std::str::from_utf8(stream.key()) else {
             continue;
         };
-        if text != token.text {
-            found.push((Box::from(text), u64::from(stream.value().doc_freq)));
+        if term != token.text {
+            found.push(Expansion {
+                distance: u8::try_from(edit_distance(term, &token.text)).unwrap_or(u8::MAX),
+                term: Box::from(term),
+                documents: u64::from(stream.value().doc_freq),
+            });
         }
     }
     Ok(found)

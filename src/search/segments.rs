@@ -31,9 +31,19 @@ const MOST_EXPANSIONS: usize = 4_096;
 /// Decompressed blocks kept while a segment's keys are read: they are read in order.
 const STORE_BLOCKS: usize = 1;
 
-/// The terms of one field within a token's edit distance, with the documents having
-/// each, as one segment's term dictionary has them.
-pub type Expanded = Arc<[(Box<str>, u64)]>;
+/// One term within a token's edit distance in one segment.
+#[derive(Debug)]
+pub struct Expansion {
+    pub term: Box<str>,
+    /// Its edit distance to the token.
+    pub distance: u8,
+    /// The segment's documents having it.
+    pub documents: u64,
+}
+
+/// The terms of one field within a token's edit distance, as one segment's term
+/// dictionary has them.
+pub type Expanded = Arc<[Expansion]>;
 
 /// What one expansion was looked for: the field, the token, the typos it tolerates,
 /// and whether a typo may be in its first letter.
@@ -111,7 +121,7 @@ impl Segment {
     pub fn expansions(
         &self,
         key: &ExpansionKey,
-        walk: impl FnOnce() -> tantivy::Result<Vec<(Box<str>, u64)>>,
+        walk: impl FnOnce() -> tantivy::Result<Vec<Expansion>>,
     ) -> tantivy::Result<Expanded> {
         if let Some(found) = self.expansions.lock().get(key) {
             return Ok(found.clone());

@@ -269,6 +269,12 @@ impl Storage {
         Ok(self.db.get_cf(self.cf(cf), key)?)
     }
 
+    /// Reads one record and decodes it in place (no copy of its bytes); `None` when absent.
+    pub fn read<T>(&self, cf: Cf, key: &[u8], decode: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, StorageError> {
+        self.check_read(cf)?;
+        Ok(self.db.get_pinned_cf(self.cf(cf), key)?.map(|bytes| decode(&bytes)))
+    }
+
     /// Reads many records of one family at once.
     pub fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StorageError> {
         self.check_read(cf)?;

@@ -137,15 +137,13 @@ impl ItemReader {
         let shard = shard_for(id.as_bytes(), self.shards);
         let read = |table: &str| -> Result<Option<Map<String, Value>>, StorageError> {
             let key = layout::item(shard, table, id);
-            let Some(bytes) = self.storage.get(Cf::Items, &key)? else {
-                return Ok(None);
-            };
-            serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|error| StorageError::Corrupt {
-                    key: format!("item {id:?} in table {table:?}"),
-                    reason: error.to_string(),
-                })
+            let read = self.storage.read(Cf::Items, &key, |bytes| {
+                serde_json::from_slice::<Map<String, Value>>(bytes)
+            })?;
+            read.transpose().map_err(|error| StorageError::Corrupt {
+                key: format!("item {id:?} in table {table:?}"),
+                reason: error.to_string(),
+            })
         };
         match table {
             Some(table) => Ok(read(table)?),
