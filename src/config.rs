@@ -139,6 +139,10 @@ pub struct StorageConfig {
     pub backup_dir: PathBuf,
 }
 
+fn default_cached_queries() -> usize {
+    1024
+}
+
 fn default_storage_memory_mb() -> u64 {
     256
 }
@@ -267,6 +271,10 @@ pub struct SearchConfig {
     pub body_boost: f32,
     /// Text matches considered for personalization: at least this many (4 × limit when larger).
     pub candidate_pool: usize,
+    /// Recent queries whose best matches are kept until the next commit or priors
+    /// (0: none).
+    #[serde(default = "default_cached_queries")]
+    pub cached_queries: usize,
     /// Weight of the text score: how much of the query an item covers, in [0, 1].
     pub text_weight: f32,
     /// Weight of the item's prior (its popularity, scaled to [0, 1] on a log scale, and

@@ -10,7 +10,9 @@
 //! - `labels`: the group and tag names of the indexed items.
 //! - `segments`: what search keeps in memory of each segment (keys, item hashes,
 //!   typo expansions).
+//! - `answers`: the best matches of recent queries, until the next commit or priors.
 
+mod answers;
 mod indexer;
 mod labels;
 mod query;
@@ -34,6 +36,7 @@ use tantivy::tokenizer::{TextAnalyzer, TokenStream};
 use tantivy::{DocAddress, Index, IndexReader, ReloadPolicy, Searcher, Term, Warmer};
 
 use crate::config::SearchConfig;
+use answers::{Answer, Answers, Question};
 use indexer::{Control, Indexer, CLEAN};
 pub use labels::CatalogLabels;
 pub use query::{edit_distance, typos_allowed, QueryToken, Wanted};
@@ -132,6 +135,8 @@ pub struct SearchIndex {
     fields: Fields,
     /// What is kept of each segment; the reader holds it weakly, as its warmer.
     segments: Arc<Segments>,
+    /// The best matches of recent queries, for this generation and these priors.
+    answers: Answers,
     analyzer: TextAnalyzer,
     config: SearchConfig,
     vocabulary: Arc<RwLock<Arc<CatalogLabels>>>,
@@ -190,6 +195,7 @@ impl SearchIndex {
             reader,
             fields,
             segments,
+            answers: Answers::new(config.cached_queries),
             analyzer: schema::analyzer(),
             config: config.clone(),
             vocabulary,
@@ -215,7 +221,7 @@ impl SearchIndex {
         };
         let query = self.in_tables(Box::new(text), tables);
         let top = searcher.search(&*query, &TopDocs::with_limit(limit).order_by_score())?;
-        self.hits(&searcher, top)
+        self.hits(&searcher, &top)
     }
 
     /// The best `limit` items for `wanted`, by coverage + `prior_weight` × prior (see
@@ -232,9 +238,41 @@ impl SearchIndex {
             return Ok(Vec::new());
         }
         let searcher = self.reader.searcher();
+        let question = Question {
+            wanted: wanted.clone(),
+            tables: tables.to_vec(),
+            limit,
+            prior_weight: prior_weight.to_bits(),
+        };
+        let top = match self.answers.get(&searcher, &priors, &question) {
+            Some(top) => top,
+            None => {
+                let top: Answer = self.best(&searcher, wanted, limit, tables, &priors, prior_weight)?.into();
+                self.answers.put(&searcher, &priors, question, top.clone());
+                top
+            }
+        };
+        let mut hits = self.hits(&searcher, &top)?;
+        for hit in &mut hits {
+            hit.prior = priors.of(item_hash(&hit.id));
+            hit.score -= prior_weight * hit.prior;
+        }
+        Ok(hits)
+    }
+
+    /// The best `limit` matches of `wanted` (see [`Self::find`]), with their scores.
+    fn best(
+        &self,
+        searcher: &Searcher,
+        wanted: &Wanted,
+        limit: usize,
+        tables: &[String],
+        priors: &Arc<Priors>,
+        prior_weight: f32,
+    ) -> Result<Vec<(f32, DocAddress)>, SearchError> {
         let mut stemmer = schema::stem_analyzer();
         let (query, most) =
-            query::coverage_query(&searcher, &self.segments, &self.fields, &mut stemmer, wanted, &self.config)?;
+            query::coverage_query(searcher, &self.segments, &self.fields, &mut stemmer, wanted, &self.config)?;
         let query = self.in_tables(query, tables);
         let scale = if most > 0.0 { 1.0 / most } else { 0.0 };
         let by_item = priors.clone();
@@ -252,13 +290,7 @@ impl SearchIndex {
             }
         });
         let top = searcher.search(&*query, &collector)?;
-        let top = top.into_iter().map(|((score, _), address)| (score, address)).collect();
-        let mut hits = self.hits(&searcher, top)?;
-        for hit in &mut hits {
-            hit.prior = priors.of(item_hash(&hit.id));
-            hit.score -= prior_weight * hit.prior;
-        }
-        Ok(hits)
+        Ok(top.into_iter().map(|((score, _), address)| (score, address)).collect())
     }
 
     /// `query` limited to the items of `tables` (all when empty).
@@ -299,7 +331,7 @@ impl SearchIndex {
             &BooleanQuery::new(clauses),
             &TopDocs::with_limit(limit).order_by_score(),
         )?;
-        for hit in self.hits(&searcher, top)? {
+        for hit in self.hits(&searcher, &top)? {
             let best = scores.entry(hit.id).or_insert(hit.score);
             *best = best.max(hit.score);
         }
@@ -379,14 +411,14 @@ impl SearchIndex {
         Ok(query::text_query(searcher, &self.segments, &self.fields, &tokens, &self.config)?)
     }
 
-    fn hits(&self, searcher: &Searcher, top: Vec<(f32, DocAddress)>) -> Result<Vec<TextHit>, SearchError> {
+    fn hits(&self, searcher: &Searcher, top: &[(f32, DocAddress)]) -> Result<Vec<TextHit>, SearchError> {
         let segments = searcher
             .segment_readers()
             .iter()
             .map(|segment| self.segments.of(segment))
             .collect::<tantivy::Result<Vec<_>>>()?;
         let mut hits = Vec::with_capacity(top.len());
-        for (score, address) in top {
+        for &(score, address) in top {
             let key = segments
                 .get(address.segment_ord as usize)
                 .and_then(|segment| segment.key(address.doc_id));

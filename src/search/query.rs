@@ -29,7 +29,7 @@ use crate::config::SearchConfig;
 pub const MAX_QUERY_TOKENS: usize = 16;
 
 /// One analyzed query token and the edit distance it tolerates.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct QueryToken {
     pub text: String,
     pub typos: u8,
@@ -234,7 +234,7 @@ pub fn text_query(
 /// What search looks for: the free words; the catalog labels (lowercased, whole) the
 /// query names by their own words, and those it only points to (a synonym, a tag);
 /// and the words and labels ruled out.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Wanted {
     pub tokens: Vec<QueryToken>,
     pub labels: Vec<String>,
