@@ -378,6 +378,7 @@ fn markdown_section(
     setup: &str,
     kinds: &[(&str, Vec<f64>)],
     own: &ServerTimes,
+    cpu_per_search: Option<f64>,
 ) -> String {
     let client_p99 = percentile(&search.latencies, 0.99);
     let row = |name: &str, run: &ClosedRun| {
@@ -397,6 +398,9 @@ fn markdown_section(
          the client's p99 {})\n\
          - rankstream's own search times (`/v1/admin/stats`, every search it answered, the unmeasured first \
          ones and the setup's included): {}\n\
+         - Server CPU per search (`/proc`, around the measured searches): {}\n\
+         - A query asked again within one index generation and one set of priors is answered from the \
+         server's cache of recent queries (`search.cached_queries`): the genre words repeat, most titles do not\n\
          - The machine is shared and noisy (2 cores, other builds may run): compare runs of the same day.\n\n\
          | endpoint | requests | p50 | p90 | p99 | max | req/s |\n|---|---|---|---|---|---|---|\n{}\n{}\n",
         thousands(args.items as f64),
@@ -408,6 +412,7 @@ fn markdown_section(
         ms(own.p99_ms),
         ms(client_p99),
         own.summary(),
+        cpu_per_search.map_or("not read".to_owned(), |micros| format!("{micros:.0} µs")),
         row("POST /v1/search", search),
         row(&format!("POST /v1/search/rerank ({} ids)", args.rerank_ids), rerank),
     ));
@@ -456,9 +461,11 @@ async fn main() -> Result<()> {
         let search = closed_loop(&target, SEARCH, searches.clone(), args.connections).await?;
         let cpu_after = server_pid.and_then(process_cpu_seconds);
         println!("search: {}", summary(&search));
-        if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
-            // Read from /proc in 10 ms ticks: a few thousand searches make it exact to ~1%.
-            let micros = (after - before) * 1e6 / search.latencies.len().max(1) as f64;
+        // Read from /proc in 10 ms ticks: a few thousand searches make it exact to ~1%.
+        let cpu_per_search = cpu_before
+            .zip(cpu_after)
+            .map(|(before, after)| (after - before) * 1e6 / search.latencies.len().max(1) as f64);
+        if let Some(micros) = cpu_per_search {
             println!("server CPU per search: {micros:.0} µs");
         }
         let own = ServerTimes::read(&target, SEARCH.path).await?;
@@ -477,9 +484,9 @@ async fn main() -> Result<()> {
         closed_loop(&target, RERANK, warm_reranks, args.connections).await?;
         let rerank = closed_loop(&target, RERANK, reranks, args.connections).await?;
         println!("rerank ({} ids): {}", args.rerank_ids, summary(&rerank));
-        anyhow::Ok((search, rerank, setup, kinds, own))
+        anyhow::Ok((search, rerank, setup, kinds, own, cpu_per_search))
     };
-    let (search, rerank, setup, kinds, own) = server.stop_after(work).await?;
+    let (search, rerank, setup, kinds, own, cpu_per_search) = server.stop_after(work).await?;
     for (name, run) in [("search", &search), ("rerank", &rerank)] {
         let failures = &run.tally.failures;
         if failures.count > 0 {
@@ -497,7 +504,7 @@ async fn main() -> Result<()> {
         ms(percentile(&search.latencies, 0.99))
     );
     if let Some(path) = &args.run.write_markdown {
-        let section = markdown_section(&args, &search, &rerank, &setup, &kinds, &own);
+        let section = markdown_section(&args, &search, &rerank, &setup, &kinds, &own, cpu_per_search);
         publish_section(path, MARKDOWN_HEADING, &section, None)?;
     }
     Ok(())

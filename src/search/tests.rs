@@ -289,6 +289,35 @@ fn what_is_kept_of_segments_follows_the_index() {
 }
 
 #[test]
+fn a_kept_answer_holds_only_for_its_generation_and_priors() {
+    let directory = tempfile::tempdir().unwrap();
+    let memory = movies();
+    let (index, changes) = open(&directory.path().join("search"), memory.clone());
+    let story = Wanted {
+        tokens: index.tokens("story"),
+        ..Wanted::default()
+    };
+    let find = |priors: &Arc<Priors>| index.find(&story, 10, &[], priors.clone(), 0.5).unwrap();
+    let first_us = priors(&[("5", 1.0)]);
+    assert_eq!(ids(&find(&first_us))[0], "5");
+    assert_eq!(ids(&find(&first_us))[0], "5", "asked again: the kept answer");
+    // Other priors: found again, not the answer kept for the first ones.
+    let first_toys = priors(&[("3", 1.0)]);
+    assert_eq!(ids(&find(&first_toys))[0], "3");
+    // A commit: the new item is found, not the answer kept before it.
+    memory.put("movies", "8", json!({"name": "A Story"}));
+    changes
+        .send(IndexChange::Item {
+            table: "movies".into(),
+            id: "8".into(),
+        })
+        .unwrap();
+    wait_until("the upsert is searchable", || index.documents() == 7);
+    assert!(ids(&find(&first_toys)).contains(&"8"));
+    index.stop();
+}
+
+#[test]
 fn an_unclean_or_missing_index_is_rebuilt() {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().join("search");
