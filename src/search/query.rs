@@ -12,6 +12,8 @@
 //!   equally tie, and the prior (popularity, availability) and the visitor's live
 //!   state decide between them.
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 use tantivy::query::{
     AllQuery, BooleanQuery, BoostQuery, ConstScoreQuery, DfaWrapper, DisjunctionMaxQuery, FuzzyTermQuery, Occur, Query,
@@ -120,13 +122,15 @@ fn expansions(
         typos: token.typos,
         any_first_letter: first_letter == FirstLetter::Any,
     };
-    let mut automaton: Option<DfaWrapper> = None;
+    let mut automaton: Option<Arc<DfaWrapper>> = None;
     let mut per_segment = Vec::with_capacity(searcher.segment_readers().len());
     for segment in searcher.segment_readers() {
         let walk = || -> tantivy::Result<Vec<Expansion>> {
             let automaton = match automaton {
-                Some(ref built) => built,
-                None => automaton.insert(typo_automaton(field, token)?),
+                Some(ref kept) => kept,
+                None => automaton.insert(segments.automaton(&token.text, token.typos, || {
+                    typo_automaton(field, token)
+                })?),
             };
             walk_terms(segment, field, token, automaton, first, first_letter)
         };
@@ -184,7 +188,7 @@ fn walk_terms(
 }
 
 /// The automaton of the words within `token`'s edit distance (a swap counts as one edit),
-/// built only when a segment's dictionary must be walked.
+/// built only when a segment's dictionary must be walked and no search kept it.
 fn typo_automaton(field: Field, token: &QueryToken) -> tantivy::Result<DfaWrapper> {
     FuzzyTermQuery::new(Term::from_field_text(field, &token.text), token.typos, true).automaton()
 }

@@ -8,6 +8,10 @@
 //!   dictionary for the terms within a token's edit distance), reused by the next
 //!   search of the same token.
 //!
+//! Beside them, for the whole index: the typo automata of the latest tokens walked, so
+//! that a new token's automaton is built once for every field and segment it is
+//! walked in (the reading's unknown-word check and the query each walk it).
+//!
 //! A segment never changes once written (deletes only hide its documents), so what is
 //! kept of it stays true for its whole life. It is made when the segment first becomes
 //! searchable: [`Segments`] is a tantivy [`Warmer`], run on the indexer's thread at
@@ -15,12 +19,15 @@
 //! searcher that has the segment.
 
 use std::collections::HashSet;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
+use lru::LruCache;
 use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use tantivy::columnar::Column;
 use tantivy::index::SegmentId;
+use tantivy::query::DfaWrapper;
 use tantivy::schema::{Field, Value};
 use tantivy::{DocId, Searcher, SearcherGeneration, SegmentReader, TantivyDocument, Warmer};
 
@@ -28,6 +35,9 @@ use super::schema::Fields;
 
 /// Most typo expansions kept per segment; past it they are forgotten and walked anew.
 const MOST_EXPANSIONS: usize = 4_096;
+/// Typo automata kept: one costs up to a few hundred KB (1 KB a state), and is wanted
+/// again only within the search that built it or one running beside it.
+const AUTOMATA: NonZeroUsize = NonZeroUsize::new(16).expect("non-zero");
 /// Decompressed blocks kept while a segment's keys are read: they are read in order.
 const STORE_BLOCKS: usize = 1;
 
@@ -140,6 +150,8 @@ impl Segment {
 pub struct Segments {
     fields: Fields,
     by_id: RwLock<FxHashMap<SegmentId, Arc<Segment>>>,
+    /// By token and the typos it tolerates.
+    automata: Mutex<LruCache<(String, u8), Arc<DfaWrapper>>>,
 }
 
 impl Segments {
@@ -147,7 +159,25 @@ impl Segments {
         Segments {
             fields,
             by_id: RwLock::default(),
+            automata: Mutex::new(LruCache::new(AUTOMATA)),
         }
+    }
+
+    /// The typo automaton of `token` with `typos`: a kept one, or the one `build` makes
+    /// (then kept).
+    pub fn automaton(
+        &self,
+        token: &str,
+        typos: u8,
+        build: impl FnOnce() -> tantivy::Result<DfaWrapper>,
+    ) -> tantivy::Result<Arc<DfaWrapper>> {
+        let key = (token.to_owned(), typos);
+        if let Some(kept) = self.automata.lock().get(&key) {
+            return Ok(kept.clone());
+        }
+        let built = Arc::new(build()?);
+        self.automata.lock().put(key, built.clone());
+        Ok(built)
     }
 
     /// What is kept of `segment`, read now if it was not yet (a searcher's segments

@@ -72,6 +72,17 @@ fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Writes movie `id` to the catalog and tells the index.
+fn upsert(memory: &Memory, changes: &Sender<IndexChange>, id: &str, fields: Value) {
+    memory.put("movies", id, fields);
+    changes
+        .send(IndexChange::Item {
+            table: "movies".into(),
+            id: id.into(),
+        })
+        .unwrap();
+}
+
 fn ids(hits: &[TextHit]) -> Vec<&str> {
     hits.iter().map(|hit| hit.id.as_str()).collect()
 }
@@ -209,24 +220,12 @@ fn changes_are_followed_and_a_clean_stop_is_trusted() {
     let path = directory.path().join("search");
     let memory = movies();
     let (index, changes) = open(&path, memory.clone());
-    memory.put("movies", "8", json!({"name": "Paddington", "tags": ["bear"]}));
-    changes
-        .send(IndexChange::Item {
-            table: "movies".into(),
-            id: "8".into(),
-        })
-        .unwrap();
+    upsert(&memory, &changes, "8", json!({"name": "Paddington", "tags": ["bear"]}));
     wait_until("the upsert is searchable", || {
         ids(&index.text_search("paddington", 5).unwrap()) == ["8"]
     });
     assert!(index.labels().tags.contains_key("bear"));
-    memory.put("movies", "8", json!({"name": "Paddington", "is_deleted": true}));
-    changes
-        .send(IndexChange::Item {
-            table: "movies".into(),
-            id: "8".into(),
-        })
-        .unwrap();
+    upsert(&memory, &changes, "8", json!({"name": "Paddington", "is_deleted": true}));
     wait_until("the soft delete is gone", || {
         index.text_search("paddington", 5).unwrap().is_empty()
     });
@@ -264,13 +263,7 @@ fn what_is_kept_of_segments_follows_the_index() {
     // The typo walk of the first segment is kept...
     assert_eq!(ids(&index.text_search("matirx", 10).unwrap()), ["6"]);
     // ...and a segment written after it is walked for the same token.
-    memory.put("movies", "8", json!({"name": "Matrx Reloaded"}));
-    changes
-        .send(IndexChange::Item {
-            table: "movies".into(),
-            id: "8".into(),
-        })
-        .unwrap();
+    upsert(&memory, &changes, "8", json!({"name": "Matrx Reloaded"}));
     wait_until("the upsert is searchable", || {
         index.text_search("reloaded", 5).unwrap().len() == 1
     });
@@ -305,13 +298,7 @@ fn a_kept_answer_holds_only_for_its_generation_and_priors() {
     let first_toys = priors(&[("3", 1.0)]);
     assert_eq!(ids(&find(&first_toys))[0], "3");
     // A commit: the new item is found, not the answer kept before it.
-    memory.put("movies", "8", json!({"name": "A Story"}));
-    changes
-        .send(IndexChange::Item {
-            table: "movies".into(),
-            id: "8".into(),
-        })
-        .unwrap();
+    upsert(&memory, &changes, "8", json!({"name": "A Story"}));
     wait_until("the upsert is searchable", || index.documents() == 7);
     assert!(ids(&find(&first_toys)).contains(&"8"));
     index.stop();
