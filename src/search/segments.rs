@@ -33,8 +33,9 @@ use tantivy::{DocId, Searcher, SearcherGeneration, SegmentReader, TantivyDocumen
 
 use super::schema::Fields;
 
-/// Most typo expansions kept per segment; past it they are forgotten and walked anew.
-const MOST_EXPANSIONS: usize = 4_096;
+/// Most terms kept as typo expansions per segment (~50 bytes each); past it they are
+/// all forgotten and walked anew.
+const MOST_EXPANSIONS: usize = 50_000;
 /// Typo automata kept: one costs up to a few hundred KB (1 KB a state), and is wanted
 /// again only within the search that built it or one running beside it.
 const AUTOMATA: NonZeroUsize = NonZeroUsize::new(16).expect("non-zero");
@@ -72,7 +73,14 @@ pub struct Segment {
     ends: Vec<u32>,
     items: Vec<u64>,
     title_words: Vec<u32>,
-    expansions: Mutex<FxHashMap<ExpansionKey, Expanded>>,
+    expansions: Mutex<KeptExpansions>,
+}
+
+/// The expansions kept of one segment, and how many terms they hold.
+#[derive(Default)]
+struct KeptExpansions {
+    by_key: FxHashMap<ExpansionKey, Expanded>,
+    terms: usize,
 }
 
 impl Segment {
@@ -133,15 +141,22 @@ impl Segment {
         key: &ExpansionKey,
         walk: impl FnOnce() -> tantivy::Result<Vec<Expansion>>,
     ) -> tantivy::Result<Expanded> {
-        if let Some(found) = self.expansions.lock().get(key) {
+        if let Some(found) = self.expansions.lock().by_key.get(key) {
             return Ok(found.clone());
         }
         let found: Expanded = walk()?.into();
         let mut kept = self.expansions.lock();
-        if kept.len() >= MOST_EXPANSIONS {
-            kept.clear();
+        // An entry counts as one term at least: a token with no expansion costs its key.
+        let terms = |found: &Expanded| found.len().max(1);
+        if kept.terms + terms(&found) > MOST_EXPANSIONS {
+            kept.by_key.clear();
+            kept.terms = 0;
         }
-        kept.insert(key.clone(), found.clone());
+        kept.terms += terms(&found);
+        // Another search may have walked the same token meanwhile.
+        if let Some(replaced) = kept.by_key.insert(key.clone(), found.clone()) {
+            kept.terms -= terms(&replaced);
+        }
         Ok(found)
     }
 }
@@ -213,5 +228,68 @@ impl Warmer for Segments {
             .flat_map(|generation| generation.segments().keys().copied())
             .collect();
         self.by_id.write().retain(|id, _| live.contains(id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> Segment {
+        Segment {
+            keys: "movies\u{0}1movies\u{0}22".into(),
+            ends: vec![8, 17],
+            items: vec![7, 9],
+            title_words: vec![2, 3],
+            expansions: Mutex::default(),
+        }
+    }
+
+    fn key(token: &str) -> ExpansionKey {
+        ExpansionKey {
+            field: Field::from_field_id(0),
+            token: token.into(),
+            typos: 1,
+            any_first_letter: false,
+        }
+    }
+
+    fn terms(count: usize) -> Vec<Expansion> {
+        (0..count)
+            .map(|at| Expansion {
+                term: format!("t{at}").into(),
+                distance: 1,
+                documents: 1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn documents_are_read_by_their_ids() {
+        let segment = empty();
+        assert_eq!(segment.key(0), Some("movies\u{0}1"));
+        assert_eq!(segment.key(1), Some("movies\u{0}22"));
+        assert_eq!(segment.key(2), None);
+        assert_eq!((segment.item(1), segment.title_words(1)), (9, 3));
+        assert_eq!((segment.item(5), segment.title_words(5)), (0, 0));
+    }
+
+    #[test]
+    fn a_walk_is_kept_until_the_terms_kept_would_pass_the_bound() {
+        let segment = empty();
+        let walked = segment.expansions(&key("a"), || Ok(terms(3))).unwrap();
+        assert_eq!(walked.len(), 3);
+        let kept = segment
+            .expansions(&key("a"), || panic!("walked again"))
+            .unwrap();
+        assert!(Arc::ptr_eq(&walked, &kept));
+        // Filling to the bound forgets every kept walk.
+        segment
+            .expansions(&key("b"), || Ok(terms(MOST_EXPANSIONS - 3)))
+            .unwrap();
+        assert_eq!(segment.expansions.lock().terms, MOST_EXPANSIONS);
+        segment.expansions(&key("c"), || Ok(terms(1))).unwrap();
+        let kept = segment.expansions.lock();
+        assert_eq!((kept.by_key.len(), kept.terms), (1, 1));
     }
 }
