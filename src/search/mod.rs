@@ -225,7 +225,8 @@ impl SearchIndex {
     }
 
     /// The best `limit` items for `wanted`, by coverage + `prior_weight` × prior (see
-    /// `query`), best first; items of `tables` only (every table when empty).
+    /// `query`), best first; items of `tables` only (every table when empty). Asked again
+    /// with the same searcher generation and priors, answered from `answers`.
     pub fn find(
         &self,
         wanted: &Wanted,
