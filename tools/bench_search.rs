@@ -40,9 +40,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use bench_common::{
-    markdown_row, percentile, percentile_cells, post_events, process_cpu_seconds, publish_section, section_head, server_binary, thousands,
-    upsert_items, wait_searchable, ClosedRun, Endpoint, Load, RunArgs, ServerTimes, Span, SpawnedServer, Tally, Target,
-    RATE_LIMIT_ENV, SEARCH,
+    markdown_row, percentile, percentile_cells, post_events, process_cpu_seconds, publish_section, section_head,
+    server_binary, thousands, upsert_items, wait_searchable, ClosedRun, Endpoint, Load, RunArgs, ServerTimes, Span,
+    SpawnedServer, Tally, Target, RATE_LIMIT_ENV, SEARCH,
 };
 
 const MARKDOWN_HEADING: &str = "## Search and rerank";

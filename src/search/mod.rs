@@ -248,7 +248,9 @@ impl SearchIndex {
         let top = match self.answers.get(&searcher, &priors, &question) {
             Some(top) => top,
             None => {
-                let top: Answer = self.best(&searcher, wanted, limit, tables, &priors, prior_weight)?.into();
+                let top: Answer = self
+                    .best(&searcher, wanted, limit, tables, &priors, prior_weight)?
+                    .into();
                 self.answers.put(&searcher, &priors, question, top.clone());
                 top
             }
@@ -272,8 +274,14 @@ impl SearchIndex {
         prior_weight: f32,
     ) -> Result<Vec<(f32, DocAddress)>, SearchError> {
         let mut stemmer = schema::stem_analyzer();
-        let (query, most) =
-            query::coverage_query(searcher, &self.segments, &self.fields, &mut stemmer, wanted, &self.config)?;
+        let (query, most) = query::coverage_query(
+            searcher,
+            &self.segments,
+            &self.fields,
+            &mut stemmer,
+            wanted,
+            &self.config,
+        )?;
         let query = self.in_tables(query, tables);
         let scale = if most > 0.0 { 1.0 / most } else { 0.0 };
         let by_item = priors.clone();
@@ -409,7 +417,13 @@ impl SearchIndex {
 
     fn text_query(&self, searcher: &Searcher, query: &str) -> Result<Option<BooleanQuery>, SearchError> {
         let tokens = query::query_tokens(&mut self.analyzer.clone(), query, &self.config);
-        Ok(query::text_query(searcher, &self.segments, &self.fields, &tokens, &self.config)?)
+        Ok(query::text_query(
+            searcher,
+            &self.segments,
+            &self.fields,
+            &tokens,
+            &self.config,
+        )?)
     }
 
     fn hits(&self, searcher: &Searcher, top: &[(f32, DocAddress)]) -> Result<Vec<TextHit>, SearchError> {

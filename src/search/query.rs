@@ -128,9 +128,9 @@ fn expansions(
         let walk = || -> tantivy::Result<Vec<Expansion>> {
             let automaton = match automaton {
                 Some(ref kept) => kept,
-                None => automaton.insert(segments.automaton(&token.text, token.typos, || {
-                    typo_automaton(field, token)
-                })?),
+                None => {
+                    automaton.insert(segments.automaton(&token.text, token.typos, || typo_automaton(field, token))?)
+                }
             };
             walk_terms(segment, field, token, automaton, first, first_letter)
         };
@@ -272,7 +272,15 @@ pub fn coverage_query(
         let weight = rarity(searcher, fields, &stem(stemmer, &token.text))?;
         clauses.push((
             Occur::Should,
-            token_query(searcher, segments, &everywhere(fields, config), stemmer, token, weight, config)?,
+            token_query(
+                searcher,
+                segments,
+                &everywhere(fields, config),
+                stemmer,
+                token,
+                weight,
+                config,
+            )?,
         ));
         most += weight * config.title_boost;
     }
@@ -286,7 +294,15 @@ pub fn coverage_query(
         for token in query_tokens(&mut super::schema::analyzer(), label, config) {
             words.push((
                 Occur::Should,
-                token_query(searcher, segments, &title_only(fields, config), stemmer, &token, weight, config)?,
+                token_query(
+                    searcher,
+                    segments,
+                    &title_only(fields, config),
+                    stemmer,
+                    &token,
+                    weight,
+                    config,
+                )?,
             ));
         }
         if !words.is_empty() {

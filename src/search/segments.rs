@@ -279,9 +279,7 @@ mod tests {
         let segment = empty();
         let walked = segment.expansions(&key("a"), || Ok(terms(3))).unwrap();
         assert_eq!(walked.len(), 3);
-        let kept = segment
-            .expansions(&key("a"), || panic!("walked again"))
-            .unwrap();
+        let kept = segment.expansions(&key("a"), || panic!("walked again")).unwrap();
         assert!(Arc::ptr_eq(&walked, &kept));
         // Filling to the bound forgets every kept walk.
         segment

@@ -225,7 +225,12 @@ fn changes_are_followed_and_a_clean_stop_is_trusted() {
         ids(&index.text_search("paddington", 5).unwrap()) == ["8"]
     });
     assert!(index.labels().tags.contains_key("bear"));
-    upsert(&memory, &changes, "8", json!({"name": "Paddington", "is_deleted": true}));
+    upsert(
+        &memory,
+        &changes,
+        "8",
+        json!({"name": "Paddington", "is_deleted": true}),
+    );
     wait_until("the soft delete is gone", || {
         index.text_search("paddington", 5).unwrap().is_empty()
     });
