@@ -263,6 +263,9 @@ impl Node {
             experiments,
             search_priors: Default::default(),
         });
+        if services.embedder.understands_meaning() {
+            tasks.push(tokio::spawn(services.clone().make_label_meanings()));
+        }
         if let Some((key, secret)) = node_key {
             let services = services.clone();
             let key = KeyStore::replicable(&key, &secret);

@@ -563,6 +563,31 @@ fn words_are_read_by_meaning_with_minilm() {
     assert_eq!(reply["constraints"], json!({"query": ["jokes"]}), "{reply}");
 }
 
+/// The labels' meanings follow the catalog: a group added after the first readings is
+/// named by meaning too, and the labels read before still are.
+#[test]
+fn labels_added_later_are_read_by_meaning_too() {
+    let server = TestServer::start_with_env(&[("RANKSTREAM__EMBED__MODEL_DIR", &minilm_dir())]);
+    let upsert = |rows: Value| assert_status(&server.admin_put(ITEMS, rows), 200, "upsert").clone();
+    upsert(json!([
+        {"id": "1", "title": "The Trench", "groups": ["War"]},
+        {"id": "2", "title": "Laughing Matters", "groups": ["Comedy"]},
+    ]));
+    let constraints = |message: &str| chat(&server, json!({"message": message}))["constraints"].clone();
+    let read_as = |message: &str, expected: Value| {
+        poll_every(Duration::from_millis(50), Duration::from_secs(30), message, || {
+            let read = constraints(message);
+            (read == expected).then_some(()).ok_or(read.to_string())
+        })
+    };
+    read_as("something with soldiers", json!({"groups": ["War"]}));
+    assert_eq!(constraints("something with recipes"), json!({"query": ["recipes"]}));
+
+    upsert(json!([{"id": "3", "title": "The Kitchen", "groups": ["Cooking"]}]));
+    read_as("something with recipes", json!({"groups": ["Cooking"]}));
+    assert_eq!(constraints("something with soldiers"), json!({"groups": ["War"]}));
+}
+
 #[test]
 fn invalid_requests_are_refused() {
     let server = TestServer::start();

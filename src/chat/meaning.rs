@@ -25,6 +25,11 @@ impl LabelVectors {
         LabelVectors { labels, vectors }
     }
 
+    /// Each label with its vector.
+    pub fn iter(&self) -> impl Iterator<Item = (&DictionaryEntry, &[f32])> {
+        self.labels.iter().zip(self.vectors.iter().map(Vec::as_slice))
+    }
+
     /// The label a word's vector names, if one is close enough and clearly closest.
     pub fn nearest(&self, word: &[f32]) -> Option<&DictionaryEntry> {
         let mut best: Option<(usize, f32)> = None;

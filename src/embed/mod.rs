@@ -67,7 +67,8 @@ pub trait Embedder: Send + Sync {
 pub enum Lane {
     /// A request waiting on the vector: `/embed`, a hybrid search's query.
     Request,
-    /// Items embedded as the catalog takes them (`embed.embed_items_at_ingest`).
+    /// The catalog's own work: items embedded as the catalog takes them
+    /// (`embed.embed_items_at_ingest`), the labels' meanings for chat and search.
     Ingest,
 }
 

@@ -1,12 +1,20 @@
 //! Chat's reading by meaning: with an embedder that understands meaning (MiniLM),
 //! the free-text words the rules left are compared with the catalog's group and tag
 //! names ("gore" → Horror), so that any catalog's own labels are understood, not
-//! only the built-in synonym table's. The labels' vectors are made once per
-//! dictionary snapshot and each word's reading is kept, so a word costs one model
-//! run the first time it is seen.
+//! only the built-in synonym table's.
+//!
+//! The labels' vectors are made in the background ([`Services::make_label_meanings`]),
+//! each label once: when the catalog's labels change, only the new ones are embedded.
+//! A reading waits for the vectors of its dictionary a little ([`LABELS_WAIT`]), then
+//! reads against the latest made (a catalog of thousands of tags takes seconds of
+//! model runs: that is no request's to wait for). Each word's reading is kept, so a
+//! word costs one model run the first time it is seen.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
 
 use super::ChatService;
 use crate::chat::constraints::Extracted;
@@ -17,28 +25,143 @@ use crate::service::Services;
 
 /// Words whose reading is kept, at most (the memo is emptied past it).
 const MAX_REMEMBERED_WORDS: usize = 20_000;
+/// How long a reading waits for its dictionary's label vectors before it reads
+/// against the latest made (or leaves the words as they are, when none are).
+const LABELS_WAIT: Duration = Duration::from_secs(3);
+/// How often the labels are looked at when nothing asks for them.
+const LABELS_CHECK: Duration = Duration::from_millis(500);
+/// Labels embedded per model run: a catalog's first thousands go in runs that leave
+/// the model to requests between them.
+const LABELS_PER_RUN: usize = 64;
 
-/// The labels' vectors of one dictionary snapshot and the words read against them.
-#[derive(Default)]
-pub(super) struct Meanings {
-    dictionary: Option<Arc<LabelDictionary>>,
+/// The labels' vectors of one dictionary snapshot.
+pub(super) struct MadeLabels {
+    dictionary: Arc<LabelDictionary>,
     labels: Arc<LabelVectors>,
-    words: HashMap<String, Option<DictionaryEntry>>,
+}
+
+/// The label vectors made so far and the words read against them.
+pub(super) struct Meanings {
+    /// The latest labels made; readings wait on it.
+    made: watch::Sender<Option<Arc<MadeLabels>>>,
+    /// Asks the maker to look at the labels now.
+    wake: Notify,
+    /// Words read against `read_against`'s labels: word → the label it names.
+    words: parking_lot::Mutex<(Option<Arc<LabelVectors>>, HashMap<String, Option<DictionaryEntry>>)>,
+}
+
+impl Default for Meanings {
+    fn default() -> Meanings {
+        Meanings {
+            made: watch::channel(None).0,
+            wake: Notify::new(),
+            words: Default::default(),
+        }
+    }
 }
 
 impl ChatService {
-    /// The label vectors, when they were made for this `dictionary` snapshot.
-    fn meanings_for(&self, dictionary: &Arc<LabelDictionary>) -> Option<Arc<LabelVectors>> {
-        let meanings = self.meanings.lock();
-        let current = meanings
-            .dictionary
-            .as_ref()
-            .is_some_and(|known| Arc::ptr_eq(known, dictionary));
-        current.then(|| meanings.labels.clone())
+    /// The label vectors to read against: `dictionary`'s once made (waiting for them
+    /// at most [`LABELS_WAIT`]), else the latest made; `None` before any are.
+    async fn label_vectors(&self, dictionary: &Arc<LabelDictionary>) -> Option<Arc<LabelVectors>> {
+        let mut made = self.meanings.made.subscribe();
+        let of = |made: &Option<Arc<MadeLabels>>, dictionary: &Arc<LabelDictionary>| {
+            made.as_ref()
+                .is_some_and(|made| Arc::ptr_eq(&made.dictionary, dictionary))
+        };
+        if !of(&made.borrow(), dictionary) {
+            self.meanings.wake.notify_one();
+            // A newer dictionary's labels do as well as this one's.
+            let newest = || self.dictionary.lock().as_ref().map(|(_, newest)| newest.clone());
+            let ready =
+                made.wait_for(|labels| of(labels, dictionary) || newest().is_some_and(|newest| of(labels, &newest)));
+            if tokio::time::timeout(LABELS_WAIT, ready).await.is_err() {
+                tracing::debug!("the catalog's labels are still being embedded; reading against the latest made");
+            }
+        }
+        let latest = made.borrow().as_ref().map(|made| made.labels.clone());
+        latest
     }
 }
 
 impl Services {
+    /// Makes the label vectors of the catalog's dictionary whenever it changes, for
+    /// as long as the node runs (spawned at start with an embedder that understands
+    /// meaning). A label's vector is embedded once and carried to the next
+    /// dictionary's, so that a changed catalog costs its new labels only.
+    pub async fn make_label_meanings(self: Arc<Self>) {
+        let mut check = tokio::time::interval(LABELS_CHECK);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = check.tick() => {}
+                _ = self.chat.meanings.wake.notified() => {}
+            }
+            let dictionary = self.chat_dictionary();
+            let previous = self.chat.meanings.made.borrow().clone();
+            if previous
+                .as_ref()
+                .is_some_and(|made| Arc::ptr_eq(&made.dictionary, &dictionary))
+            {
+                continue;
+            }
+            match self.embed_labels(&dictionary, previous.as_deref()).await {
+                Some(labels) => {
+                    self.chat.meanings.made.send_replace(Some(Arc::new(MadeLabels {
+                        dictionary,
+                        labels: Arc::new(labels),
+                    })));
+                }
+                // Looked at again at the next check.
+                None => check.reset(),
+            }
+        }
+    }
+
+    /// The vectors of `dictionary`'s labels: those `previous` has, and the others
+    /// embedded (`None`: the model failed).
+    async fn embed_labels(&self, dictionary: &LabelDictionary, previous: Option<&MadeLabels>) -> Option<LabelVectors> {
+        let labels = dictionary.labels();
+        let known: HashMap<&str, &[f32]> = previous
+            .map(|made| {
+                made.labels
+                    .iter()
+                    .map(|(label, vector)| (label.display.as_str(), vector))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let missing: Vec<String> = {
+            let mut missing: Vec<String> = labels
+                .iter()
+                .filter(|label| !known.contains_key(label.display.as_str()))
+                .map(|label| label.display.clone())
+                .collect();
+            missing.dedup();
+            missing
+        };
+        let mut embedded: HashMap<String, Vec<f32>> = HashMap::with_capacity(missing.len());
+        for run in missing.chunks(LABELS_PER_RUN) {
+            let texts = run.to_vec();
+            let vectors = self
+                .embedder
+                .run(Lane::Ingest, move |embedder| {
+                    embedder.embed_texts(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+                })
+                .await
+                .map_err(|error| tracing::warn!(%error, "embedding the catalog's labels failed"))
+                .ok()?;
+            embedded.extend(run.iter().cloned().zip(vectors));
+        }
+        let vectors = labels
+            .iter()
+            .map(|label| match known.get(label.display.as_str()) {
+                Some(vector) => vector.to_vec(),
+                None => embedded.get(&label.display).cloned().unwrap_or_default(),
+            })
+            .collect();
+        Some(LabelVectors::new(labels, vectors))
+    }
+
     /// Moves the free-text words (and the negated ones) that name a catalog label by
     /// meaning into the wanted (ruled-out) groups and tags. Without an embedder that
     /// understands meaning, or when the model fails, the words stay as they are.
@@ -58,21 +181,30 @@ impl Services {
         if words.is_empty() || dictionary.is_empty() || !self.embedder.understands_meaning() {
             return;
         }
-        let labels = match self.chat.meanings_for(dictionary) {
-            Some(labels) => labels,
-            None => match self.embed_labels(dictionary).await {
-                Some(labels) => labels,
-                None => return,
-            },
+        let Some(labels) = self.chat.label_vectors(dictionary).await else {
+            return;
         };
-        let unknown: Vec<String> = {
-            let meanings = self.chat.meanings.lock();
-            words
-                .iter()
-                .filter(|word| !meanings.words.contains_key(*word))
-                .cloned()
-                .collect()
-        };
+        // Each word's reading: kept from an earlier reading against these labels, or
+        // made now (`unknown`).
+        let mut named: HashMap<String, Option<DictionaryEntry>> = HashMap::new();
+        let mut unknown: Vec<String> = Vec::new();
+        {
+            let mut memo = self.chat.meanings.words.lock();
+            let (read_against, words_read) = &mut *memo;
+            if !read_against
+                .as_ref()
+                .is_some_and(|against| Arc::ptr_eq(against, &labels))
+            {
+                *read_against = Some(labels.clone());
+                words_read.clear();
+            }
+            for word in words {
+                match words_read.get(&word) {
+                    Some(label) => _ = named.insert(word, label.clone()),
+                    None => unknown.push(word),
+                }
+            }
+        }
         if !unknown.is_empty() {
             let texts = unknown.clone();
             let vectors = self
@@ -85,55 +217,40 @@ impl Services {
                 tracing::warn!("the embedder failed; chat words are read without their meaning");
                 return;
             };
-            let mut meanings = self.chat.meanings.lock();
-            if meanings.words.len() + unknown.len() > MAX_REMEMBERED_WORDS {
-                meanings.words.clear();
+            let read: Vec<(String, Option<DictionaryEntry>)> = unknown
+                .into_iter()
+                .zip(vectors)
+                .map(|(word, vector)| (word, labels.nearest(&vector).cloned()))
+                .collect();
+            let mut memo = self.chat.meanings.words.lock();
+            let (read_against, words_read) = &mut *memo;
+            if read_against
+                .as_ref()
+                .is_some_and(|against| Arc::ptr_eq(against, &labels))
+            {
+                if words_read.len() + read.len() > MAX_REMEMBERED_WORDS {
+                    words_read.clear();
+                }
+                words_read.extend(read.iter().cloned());
             }
-            for (word, vector) in unknown.into_iter().zip(vectors) {
-                let label = labels.nearest(&vector).cloned();
-                meanings.words.insert(word, label);
-            }
+            named.extend(read);
         }
-        let meanings = self.chat.meanings.lock();
-        let named = |word: &String| meanings.words.get(word).cloned().flatten();
+        let name_of = |word: &String| named.get(word).cloned().flatten();
         let mut kept = Vec::new();
         for word in std::mem::take(&mut extracted.terms) {
-            match named(&word) {
+            match name_of(&word) {
                 Some(entry) => add(label_list(extracted, entry.kind, false), entry.display),
                 None => kept.push(word),
             }
         }
         extracted.terms = kept;
         for word in extracted.negated_terms.clone() {
-            if let Some(entry) = named(&word) {
+            if let Some(entry) = name_of(&word) {
                 add(label_list(extracted, entry.kind, true), entry.display);
             }
         }
     }
-
-    /// Embeds the dictionary's labels and makes them the memo's (`None`: the model failed).
-    async fn embed_labels(&self, dictionary: &Arc<LabelDictionary>) -> Option<Arc<LabelVectors>> {
-        let labels = dictionary.labels();
-        let texts: Vec<String> = labels.iter().map(|label| label.display.clone()).collect();
-        let vectors = self
-            .embedder
-            .run(Lane::Request, move |embedder| {
-                embedder.embed_texts(&texts.iter().map(String::as_str).collect::<Vec<_>>())
-            })
-            .await
-            .map_err(|error| tracing::warn!(%error, "embedding the catalog's labels failed"))
-            .ok()?;
-        let vectors = Arc::new(LabelVectors::new(labels, vectors));
-        let mut meanings = self.chat.meanings.lock();
-        *meanings = Meanings {
-            dictionary: Some(dictionary.clone()),
-            labels: vectors.clone(),
-            words: HashMap::new(),
-        };
-        Some(vectors)
-    }
 }
-
 fn label_list(extracted: &mut Extracted, kind: EntryKind, ruled_out: bool) -> &mut Vec<String> {
     match (kind, ruled_out) {
         (EntryKind::Group, false) => &mut extracted.groups,

@@ -60,7 +60,7 @@ pub struct ChatService {
     catalog: Arc<parking_lot::Mutex<Option<Arc<ChatCatalog>>>>,
     refreshing: Arc<std::sync::atomic::AtomicBool>,
     /// The catalog's labels by meaning, and the words read against them.
-    meanings: parking_lot::Mutex<meaning::Meanings>,
+    meanings: meaning::Meanings,
     /// Turns answered.
     turns: AtomicU64,
     /// Replies written by the LLM.
@@ -89,7 +89,7 @@ impl ChatService {
             dictionary: parking_lot::Mutex::new(None),
             catalog: Arc::new(parking_lot::Mutex::new(None)),
             refreshing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            meanings: parking_lot::Mutex::new(meaning::Meanings::default()),
+            meanings: meaning::Meanings::default(),
             turns: AtomicU64::new(0),
             llm_replies: AtomicU64::new(0),
             llm_failures: AtomicU64::new(0),
