@@ -139,6 +139,10 @@ pub struct StorageConfig {
     pub backup_dir: PathBuf,
 }
 
+fn default_cached_item_rows_mb() -> usize {
+    64
+}
+
 fn default_cached_queries() -> usize {
     1024
 }
@@ -189,6 +193,10 @@ pub struct EngineConfig {
     pub checkpoint_interval_ms: u64,
     /// How long the ranking path waits for a session's or user's live state.
     pub state_read_deadline_ms: u64,
+    /// Memory for item rows kept decoded, for search's answers and ingest's
+    /// affinities, in MB (0: none).
+    #[serde(default = "default_cached_item_rows_mb")]
+    pub cached_item_rows_mb: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

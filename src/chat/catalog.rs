@@ -3,6 +3,7 @@
 //! Built from a scan of the stored items and replaced when the catalog changes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -14,7 +15,8 @@ use super::filter::{price_of, year_of};
 pub struct CatalogRow {
     pub id: String,
     pub table: String,
-    pub row: Map<String, Value>,
+    /// Shared with the answers that show it.
+    pub row: Arc<Map<String, Value>>,
 }
 
 /// Every item (soft-deleted ones left out) and the catalog's scale.
@@ -49,7 +51,11 @@ impl ChatCatalog {
             let table = text("_table").unwrap_or_default();
             prices.extend(price_of(&row));
             years.extend(year_of(&row));
-            rows.push(CatalogRow { id, table, row });
+            rows.push(CatalogRow {
+                id,
+                table,
+                row: Arc::new(row),
+            });
         }
         prices.sort_by(f64::total_cmp);
         years.sort_unstable();

@@ -159,7 +159,12 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         let shard_count = ownership.current().topology.shards;
         let tables = Arc::new(TableRegistry::load(storage.clone(), shard_count, clock.clone())?);
-        let items = Arc::new(ItemReader::new(storage.clone(), tables.clone(), shard_count));
+        let items = Arc::new(ItemReader::new(
+            storage.clone(),
+            tables.clone(),
+            shard_count,
+            config.cached_item_rows_mb << 20,
+        ));
         let commits = CommitQueue::start(storage.clone(), config.commit_queue);
         let live = LiveConfig::from(config);
         let hosts = HostRouter::new(shard_count);

@@ -207,6 +207,37 @@ async fn read_errors_are_errors_not_absence() {
     node.stop();
 }
 
+/// A row kept decoded is read anew once its item is written, soft-deleted or purged.
+#[actix_rt::test]
+async fn a_kept_row_follows_the_writes_of_its_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), None);
+    let items = node.engine.items();
+    let name = |table: Option<&str>| {
+        items
+            .row("p0", table)
+            .unwrap()
+            .map(|row| (row["name"].clone(), row.get("is_deleted").cloned()))
+    };
+    assert_eq!(name(None), None);
+    let upsert = |name: &str| {
+        node.engine
+            .upsert_rows(RowKind::Item, vec![json!({"id": "p0", "name": name})])
+    };
+    assert!(upsert("boat").await[0].is_ok());
+    assert_eq!(name(None), Some((json!("boat"), Some(json!(false)))));
+    assert_eq!(name(Some("items")), Some((json!("boat"), Some(json!(false)))));
+    assert!(items.cached_rows().rows >= 1, "{:?}", items.cached_rows());
+    assert!(upsert("ship").await[0].is_ok());
+    assert_eq!(name(Some("items")), Some((json!("ship"), Some(json!(false)))));
+    node.engine.delete_item("items", "p0", false).await.unwrap();
+    assert_eq!(name(None), Some((json!("ship"), Some(json!(true)))));
+    node.engine.delete_item("items", "p0", true).await.unwrap();
+    assert_eq!(name(None), None);
+    assert_eq!(items.cached_rows().rows, 0, "{:?}", items.cached_rows());
+    node.stop();
+}
+
 /// Frozen models stay as they were: new events are not learned, and neither a
 /// retrain nor the schedule rebuilds them from the log (offline evaluation relies
 /// on it).

@@ -90,7 +90,10 @@ impl Services {
             "chat": self.chat.stats_json(),
             "cluster": self.cluster_stats(),
             "purge": { "runs": self.purger.runs(), "pending_shards": self.purger.pending() },
-            "storage": { "memory": self.engine.storage_memory() },
+            "storage": {
+                "memory": self.engine.storage_memory(),
+                "cached_item_rows": self.engine.items().cached_rows(),
+            },
         })
     }
 

@@ -81,7 +81,7 @@ pub struct Found {
     #[allow(dead_code)]
     pub table: String,
     pub score: f32,
-    pub row: Map<String, Value>,
+    pub row: Arc<Map<String, Value>>,
     /// With `explain`: each part's contribution to `score`.
     pub explanation: Option<Explanation>,
 }
@@ -293,8 +293,8 @@ fn rows_of_best(
     placed: &[Placed],
     filters: Option<&Reading>,
     limit: usize,
-) -> Result<Vec<(Placed, Map<String, Value>)>, ServiceError> {
-    let mut rows: Vec<Option<Map<String, Value>>> = Vec::new();
+) -> Result<Vec<(Placed, Arc<Map<String, Value>>)>, ServiceError> {
+    let mut rows: Vec<Option<Arc<Map<String, Value>>>> = Vec::new();
     loop {
         let kept: Vec<usize> = match filters {
             Some(reading) => reading
@@ -317,7 +317,7 @@ fn rows_of_best(
         for place in &placed[rows.len()..rows.len() + wanted] {
             let hit = &hits[place.index];
             let row = items
-                .find(&hit.id, Some(&hit.table))?
+                .row(&hit.id, Some(&hit.table))?
                 .filter(|row| row.get("is_deleted") != Some(&Value::Bool(true)));
             rows.push(row);
         }

@@ -48,11 +48,11 @@ pub struct Reading {
 
 impl Reading {
     /// Which of `rows` pass the filters (all when there are none).
-    pub fn passes(&self, rows: &[Option<Map<String, Value>>]) -> Vec<bool> {
+    pub fn passes(&self, rows: &[Option<Arc<Map<String, Value>>>]) -> Vec<bool> {
         let Some(filters) = &self.filters else {
             return vec![true; rows.len()];
         };
-        let applicable = Applicable::of(rows.iter().flatten(), &self.children_groups);
+        let applicable = Applicable::of(rows.iter().flatten().map(Arc::as_ref), &self.children_groups);
         rows.iter()
             .map(|row| {
                 row.as_ref()

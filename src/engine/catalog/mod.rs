@@ -4,6 +4,7 @@
 
 mod field_type;
 mod reader;
+mod row_cache;
 mod rows;
 mod tables;
 

@@ -8,9 +8,11 @@ use crossbeam::channel::Sender;
 
 use compact_str::CompactString;
 use dashmap::DashMap;
+use parking_lot::Mutex;
 use rustc_hash::FxBuildHasher;
 use serde_json::{Map, Value};
 
+use super::row_cache::{self, RowCache, RowCacheUse};
 use super::{CatalogError, TableRegistry, USERS_TABLE};
 use crate::domain::event::Event;
 use crate::domain::live_state::affinity_attributes;
@@ -32,6 +34,10 @@ pub struct ItemReader {
     writes: AtomicU64,
     /// Where committed item writes are announced (the search indexer), once subscribed.
     changes: OnceLock<Sender<IndexChange>>,
+    /// The rows read most recently through [`ItemReader::row`], decoded (`None`: not
+    /// kept). Search reads its best 50 rows per query, and ingest an event's items: a
+    /// seek and a decode each, where real traffic repeats its items.
+    rows: Option<Mutex<RowCache>>,
 }
 
 impl crate::ranking::ItemCatalog for ItemReader {
@@ -41,7 +47,9 @@ impl crate::ranking::ItemCatalog for ItemReader {
 }
 
 impl ItemReader {
-    pub fn new(storage: Storage, tables: Arc<TableRegistry>, shards: u16) -> ItemReader {
+    /// Keeps the rows read last through [`ItemReader::row`], `cached_rows_bytes` of
+    /// them (0: none).
+    pub fn new(storage: Storage, tables: Arc<TableRegistry>, shards: u16, cached_rows_bytes: usize) -> ItemReader {
         ItemReader {
             storage,
             tables,
@@ -49,6 +57,7 @@ impl ItemReader {
             features: DashMap::default(),
             writes: AtomicU64::new(0),
             changes: OnceLock::new(),
+            rows: (cached_rows_bytes > 0).then(|| Mutex::new(RowCache::new(cached_rows_bytes))),
         }
     }
 
@@ -95,6 +104,11 @@ impl ItemReader {
         Ok(Some(features))
     }
 
+    /// The rows kept decoded (all zero when none are).
+    pub fn cached_rows(&self) -> RowCacheUse {
+        self.rows.as_ref().map(|rows| rows.lock().usage()).unwrap_or_default()
+    }
+
     /// A number that changes whenever an item is written or deleted.
     pub fn version(&self) -> u64 {
         self.writes.load(Ordering::Acquire)
@@ -104,12 +118,28 @@ impl ItemReader {
     pub fn forget(&self, id: &str) {
         self.writes.fetch_add(1, Ordering::AcqRel);
         self.features.remove(id);
+        if let Some(rows) = &self.rows {
+            let shard = shard_for(id.as_bytes(), self.shards);
+            let keys: Vec<Vec<u8>> = self
+                .tables
+                .names()
+                .iter()
+                .map(|table| layout::item(shard, table, id))
+                .collect();
+            let mut rows = rows.lock();
+            for key in keys {
+                rows.remove(&key);
+            }
+        }
     }
 
     /// Called after a whole table was dropped.
     pub fn forget_all(&self) {
         self.writes.fetch_add(1, Ordering::AcqRel);
         self.features.clear();
+        if let Some(rows) = &self.rows {
+            rows.lock().clear();
+        }
     }
 
     /// The fields of `table` the catalog knows (a request may override only these).
@@ -135,27 +165,69 @@ impl ItemReader {
     /// when there is none. A failed or corrupt read is an error, not "no such item".
     pub fn find(&self, id: &str, table: Option<&str>) -> Result<Option<Map<String, Value>>, CatalogError> {
         let shard = shard_for(id.as_bytes(), self.shards);
-        let read = |table: &str| -> Result<Option<Map<String, Value>>, StorageError> {
+        self.in_tables(table, |table| {
             let key = layout::item(shard, table, id);
-            let read = self.storage.read(Cf::Items, &key, |bytes| {
-                serde_json::from_slice::<Map<String, Value>>(bytes)
-            })?;
-            read.transpose().map_err(|error| StorageError::Corrupt {
-                key: format!("item {id:?} in table {table:?}"),
-                reason: error.to_string(),
-            })
+            Ok(self.decode(&key, table, id)?.map(|(row, _)| row))
+        })
+    }
+
+    /// The stored item `id` of `table`, or of the first table holding it, as
+    /// [`ItemReader::find`] reads it, kept decoded among the latest rows read so, until
+    /// the item is written again: for the paths that read the same items over and over
+    /// (search's best rows, the items of ingested events).
+    pub fn row(&self, id: &str, table: Option<&str>) -> Result<Option<Arc<Map<String, Value>>>, CatalogError> {
+        let Some(rows) = &self.rows else {
+            return Ok(self.find(id, table)?.map(Arc::new));
         };
+        let shard = shard_for(id.as_bytes(), self.shards);
+        self.in_tables(table, |table| {
+            let key = layout::item(shard, table, id);
+            if let Some(row) = rows.lock().get(&key) {
+                return Ok(Some(row));
+            }
+            let writes = self.writes.load(Ordering::Acquire);
+            let Some((row, stored)) = self.decode(&key, table, id)? else {
+                return Ok(None);
+            };
+            let row = Arc::new(row);
+            // A read that raced with a write may hold the row before it: not kept. Checked
+            // under the lock, which `forget` takes after counting its write.
+            let mut rows = rows.lock();
+            if self.writes.load(Ordering::Acquire) == writes {
+                rows.put(key, row.clone(), row_cache::weight(stored));
+            }
+            Ok(Some(row))
+        })
+    }
+
+    /// What `read` finds in `table`, or in the first item table where it finds something.
+    fn in_tables<T>(
+        &self,
+        table: Option<&str>,
+        read: impl Fn(&str) -> Result<Option<T>, CatalogError>,
+    ) -> Result<Option<T>, CatalogError> {
         match table {
-            Some(table) => Ok(read(table)?),
+            Some(table) => read(table),
             None => {
                 for name in self.tables.names().iter().filter(|name| name.as_str() != USERS_TABLE) {
-                    if let Some(row) = read(name)? {
-                        return Ok(Some(row));
+                    if let Some(found) = read(name)? {
+                        return Ok(Some(found));
                     }
                 }
                 Ok(None)
             }
         }
+    }
+
+    /// The row stored at `key` (item `id` of `table`), decoded, with its stored size.
+    fn decode(&self, key: &[u8], table: &str, id: &str) -> Result<Option<(Map<String, Value>, usize)>, StorageError> {
+        let read = self.storage.read(Cf::Items, key, |bytes| {
+            serde_json::from_slice::<Map<String, Value>>(bytes).map(|row| (row, bytes.len()))
+        })?;
+        read.transpose().map_err(|error| StorageError::Corrupt {
+            key: format!("item {id:?} in table {table:?}"),
+            reason: error.to_string(),
+        })
     }
 
     /// Whether `table` (an item table, or the users table) holds a row keyed `key`: one
@@ -190,7 +262,7 @@ impl ItemReader {
     pub fn affinity_attributes(&self, event: &Event) -> Vec<String> {
         let mut keys = Vec::new();
         for id in event.items() {
-            match self.find(id, event.item_id_relation.as_deref()) {
+            match self.row(id, event.item_id_relation.as_deref()) {
                 Ok(Some(item)) => keys.extend(affinity_attributes(&item)),
                 Ok(None) => {}
                 Err(error) => {

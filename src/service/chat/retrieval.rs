@@ -107,7 +107,7 @@ impl Services {
         children: &[String],
         catalog: &ChatCatalog,
     ) -> Result<FoundItems, ServiceError> {
-        let applicable = Applicable::of(catalog.rows.iter().map(|item| &item.row), children);
+        let applicable = Applicable::of(catalog.rows.iter().map(|item| item.row.as_ref()), children);
         let mut passing = Vec::new();
         let mut single_failures: HashMap<Check, usize> = HashMap::new();
         for item in &catalog.rows {
@@ -377,7 +377,7 @@ fn select(
     skip: &HashSet<&str>,
 ) -> FoundItems {
     let children = dictionary.children_groups();
-    let applicable = Applicable::of(pool.iter().map(|found| &found.row), children);
+    let applicable = Applicable::of(pool.iter().map(|found| found.row.as_ref()), children);
     let mut matched = Vec::new();
     let mut single_failures: HashMap<Check, usize> = HashMap::new();
     for found in pool {
