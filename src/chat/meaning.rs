@@ -25,6 +25,14 @@ impl LabelVectors {
         LabelVectors { labels, vectors }
     }
 
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
     /// Each label with its vector.
     pub fn iter(&self) -> impl Iterator<Item = (&DictionaryEntry, &[f32])> {
         self.labels.iter().zip(self.vectors.iter().map(Vec::as_slice))

@@ -8,6 +8,7 @@
 //!   title, the labels or the body (each with its weight), exact, stemmed or within
 //!   its edit distance (each weighted down). A catalog label the query names counts
 //!   like a title match for the items in it, and its words only half for the others.
+//!   A query of stop words only is looked for in titles.
 //!   Term frequency and field length do not count, so items that cover a query
 //!   equally tie, and the prior (popularity, availability) and the visitor's live
 //!   state decide between them.
@@ -245,6 +246,9 @@ pub struct Wanted {
     pub related_labels: Vec<String>,
     pub excluded_labels: Vec<String>,
     pub excluded_words: Vec<String>,
+    /// The tokens are looked for in titles only: a query of stop words ("It", "In a")
+    /// names a title, and matches nearly every description.
+    pub titles_only: bool,
 }
 
 /// How much a label's words count for an item that does not carry the label, when the
@@ -268,19 +272,16 @@ pub fn coverage_query(
 ) -> tantivy::Result<(Box<dyn Query>, f32)> {
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     let mut most = 0.0;
+    let (everywhere, titles) = (everywhere(fields, config), title_only(fields, config));
+    let places: &[Place] = match wanted.titles_only {
+        true => &titles,
+        false => &everywhere,
+    };
     for token in &wanted.tokens {
         let weight = rarity(searcher, fields, &stem(stemmer, &token.text))?;
         clauses.push((
             Occur::Should,
-            token_query(
-                searcher,
-                segments,
-                &everywhere(fields, config),
-                stemmer,
-                token,
-                weight,
-                config,
-            )?,
+            token_query(searcher, segments, places, stemmer, token, weight, config)?,
         ));
         most += weight * config.title_boost;
     }

@@ -211,6 +211,13 @@ fn coverage_ties_go_to_the_prior_and_a_named_label_matches_its_items() {
     let rest = find(&only_excluded);
     assert_eq!(rest.len(), 6, "everything but the excluded label: {rest:?}");
     assert_eq!(rest[0].id, "c2", "by prior");
+    // In titles only: "comedy" is the label of t1 and c2, the title of c1.
+    assert_eq!(ids(&find(&wanted("comedy", &[]))).len(), 3);
+    let titles = Wanted {
+        titles_only: true,
+        ..wanted("comedy", &[])
+    };
+    assert_eq!(ids(&find(&titles)), ["c1"]);
     index.stop();
 }
 

@@ -7,7 +7,7 @@
 //! words ("not horror", "without zombies"), an audience ("for kids") and "in stock"
 //! filter; the rest is searched as text, a year too ("toy story 1995": titles carry
 //! them). A query with nothing left to search once read (a title made of stop words,
-//! "It") is searched as typed. With MiniLM, a word the catalog has nowhere, not even
+//! "It") is searched as typed, in titles only. With MiniLM, a word the catalog has nowhere, not even
 //! within a typo, is read by meaning as chat reads it ("warfare" → War). A query that
 //! some title carries whole is that title, even with an audience word in it ("Child's
 //! Play").
@@ -153,6 +153,7 @@ impl Services {
             related_labels,
             excluded_labels,
             excluded_words: extracted.negated_terms.clone(),
+            titles_only: false,
         };
         let filtering =
             read.min_price.is_some() || read.max_price.is_some() || read.audience.is_some() || read.available;
@@ -164,6 +165,7 @@ impl Services {
         {
             wanted = Wanted {
                 tokens: self.search.tokens(query),
+                titles_only: true,
                 ..Wanted::default()
             };
         }

@@ -26,8 +26,10 @@ use crate::service::Services;
 /// Words whose reading is kept, at most (the memo is emptied past it).
 const MAX_REMEMBERED_WORDS: usize = 20_000;
 /// How long a reading waits for its dictionary's label vectors before it reads
-/// against the latest made (or leaves the words as they are, when none are).
-const LABELS_WAIT: Duration = Duration::from_secs(3);
+/// against the latest made (or leaves the words as they are, when none are): long
+/// enough for a catalog's first thousands of labels on an idle machine (MovieLens'
+/// ~1,600 tags take ~3 s of two cores), well within a request's deadline.
+const LABELS_WAIT: Duration = Duration::from_secs(6);
 /// How often the labels are looked at when nothing asks for them.
 const LABELS_CHECK: Duration = Duration::from_millis(500);
 /// Labels embedded per model run: a catalog's first thousands go in runs that leave
@@ -105,8 +107,14 @@ impl Services {
             {
                 continue;
             }
+            let started = std::time::Instant::now();
             match self.embed_labels(&dictionary, previous.as_deref()).await {
                 Some(labels) => {
+                    tracing::debug!(
+                        labels = labels.len(),
+                        took_ms = started.elapsed().as_millis() as u64,
+                        "the catalog's labels' meanings are made"
+                    );
                     self.chat.meanings.made.send_replace(Some(Arc::new(MadeLabels {
                         dictionary,
                         labels: Arc::new(labels),
