@@ -382,7 +382,9 @@ fn token_query(
             Term::from_field_text(stemmed_field, &stemmed),
             score * config.stem_factor,
         ));
-        if fuzzy {
+        // A word the field has as typed is taken as meant there: its neighbours within a
+        // typo ("east": "past", "last", "cast") would add their long lists for nothing.
+        if fuzzy && searcher.doc_freq(&Term::from_field_text(field, &token.text))? == 0 {
             let limit = config.fuzzy_max_expansions;
             for (text, distance) in expansions(searcher, segments, field, token, limit, FirstLetter::Kept)? {
                 let factor = config.fuzzy_factor.powi(distance as i32);

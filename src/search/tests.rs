@@ -221,6 +221,32 @@ fn coverage_ties_go_to_the_prior_and_a_named_label_matches_its_items() {
     index.stop();
 }
 
+/// A word a field has as typed is taken as meant there; one it lacks is looked for
+/// within its typos.
+#[test]
+fn a_word_the_index_has_is_not_expanded_to_its_typos() {
+    let directory = tempfile::tempdir().unwrap();
+    let memory = Arc::new(Memory::default());
+    for (id, name) in [("e", "East of Eden"), ("a", "Easy Rider"), ("b", "Beast")] {
+        memory.put("movies", id, json!({ "name": name }));
+    }
+    let (index, _changes) = open(&directory.path().join("search"), memory);
+    let find = |text: &str| {
+        let wanted = Wanted {
+            tokens: index.tokens(text),
+            ..Wanted::default()
+        };
+        let hits = index.find(&wanted, 10, &[], priors(&[]), 0.0).unwrap();
+        let mut found: Vec<String> = ids(&hits).into_iter().map(str::to_owned).collect();
+        found.sort();
+        found
+    };
+    assert_eq!(find("east"), ["e"], "not \"easy\", a typo away");
+    assert_eq!(find("eazy"), ["a"], "a word the index lacks finds its neighbour");
+    assert_eq!(find("easty"), ["a", "e"], "within one typo of both");
+    index.stop();
+}
+
 #[test]
 fn changes_are_followed_and_a_clean_stop_is_trusted() {
     let directory = tempfile::tempdir().unwrap();
