@@ -23,6 +23,17 @@ pub struct Question {
     pub prior_weight: u32,
 }
 
+impl Question {
+    pub fn new(wanted: &Wanted, tables: &[String], limit: usize, prior_weight: f32) -> Question {
+        Question {
+            wanted: wanted.clone(),
+            tables: tables.to_vec(),
+            limit,
+            prior_weight: prior_weight.to_bits(),
+        }
+    }
+}
+
 /// The best matches of a question, best first, with their final scores.
 pub type Answer = Arc<[(f32, DocAddress)]>;
 

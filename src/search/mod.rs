@@ -239,12 +239,7 @@ impl SearchIndex {
             return Ok(Vec::new());
         }
         let searcher = self.reader.searcher();
-        let question = Question {
-            wanted: wanted.clone(),
-            tables: tables.to_vec(),
-            limit,
-            prior_weight: prior_weight.to_bits(),
-        };
+        let question = Question::new(wanted, tables, limit, prior_weight);
         let top = match self.answers.get(&searcher, &priors, &question) {
             Some(top) => top,
             None => {
@@ -255,7 +250,35 @@ impl SearchIndex {
                 top
             }
         };
-        let mut hits = self.hits(&searcher, &top)?;
+        self.answer_hits(&searcher, &top, &priors, prior_weight)
+    }
+
+    /// What [`Self::find`] answers, when it is an answer kept from the same searcher
+    /// and priors (`None`: it would have to search). Microseconds: callers may ask it
+    /// on the request's own thread before they hand the search to a blocking one.
+    pub fn find_kept(
+        &self,
+        wanted: &Wanted,
+        limit: usize,
+        tables: &[String],
+        priors: &Arc<Priors>,
+        prior_weight: f32,
+    ) -> Option<Result<Vec<TextHit>, SearchError>> {
+        let searcher = self.reader.searcher();
+        let question = Question::new(wanted, tables, limit, prior_weight);
+        let top = self.answers.get(&searcher, priors, &question)?;
+        Some(self.answer_hits(&searcher, &top, priors, prior_weight))
+    }
+
+    /// The hits of an answer, each with its prior's part taken out of its score.
+    fn answer_hits(
+        &self,
+        searcher: &Searcher,
+        top: &Answer,
+        priors: &Priors,
+        prior_weight: f32,
+    ) -> Result<Vec<TextHit>, SearchError> {
+        let mut hits = self.hits(searcher, top)?;
         for hit in &mut hits {
             hit.prior = priors.of(item_hash(&hit.id));
             hit.score -= prior_weight * hit.prior;

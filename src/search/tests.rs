@@ -329,15 +329,28 @@ fn a_kept_answer_holds_only_for_its_generation_and_priors() {
         ..Wanted::default()
     };
     let find = |priors: &Arc<Priors>| index.find(&story, 10, &[], priors.clone(), 0.5).unwrap();
+    let kept = |priors: &Arc<Priors>| {
+        index
+            .find_kept(&story, 10, &[], priors, 0.5)
+            .map(|hits| hits.unwrap().iter().map(|hit| hit.id.clone()).collect::<Vec<_>>())
+    };
     let first_us = priors(&[("5", 1.0)]);
-    assert_eq!(ids(&find(&first_us))[0], "5");
+    assert_eq!(kept(&first_us), None, "not asked yet");
+    let found = find(&first_us);
+    assert_eq!(ids(&found)[0], "5");
     assert_eq!(ids(&find(&first_us))[0], "5", "asked again: the kept answer");
+    assert_eq!(
+        kept(&first_us),
+        Some(ids(&found).into_iter().map(str::to_owned).collect())
+    );
     // Other priors: found again, not the answer kept for the first ones.
     let first_toys = priors(&[("3", 1.0)]);
+    assert_eq!(kept(&first_toys), None);
     assert_eq!(ids(&find(&first_toys))[0], "3");
     // A commit: the new item is found, not the answer kept before it.
     upsert(&memory, &changes, "8", json!({"name": "A Story"}));
     wait_until("the upsert is searchable", || index.documents() == 7);
+    assert_eq!(kept(&first_toys), None, "kept for the searcher before the commit");
     assert!(ids(&find(&first_toys)).contains(&"8"));
     index.stop();
 }

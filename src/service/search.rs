@@ -257,6 +257,10 @@ impl Services {
         let priors = self.search_priors();
         let index = Arc::clone(&self.search);
         let prior_weight = index.config().prior_weight;
+        // A question asked lately is answered here, without the hop to a blocking thread.
+        if let Some(kept) = index.find_kept(wanted, limit, tables, &priors, prior_weight) {
+            return kept.map_err(ServiceError::from);
+        }
         let (wanted, tables) = (wanted.clone(), tables.to_vec());
         tokio::task::spawn_blocking(move || index.find(&wanted, limit, &tables, priors, prior_weight))
             .await
