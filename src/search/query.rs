@@ -8,7 +8,7 @@
 //!   title, the labels or the body (each with its weight), exact, stemmed or within
 //!   its edit distance (each weighted down). A catalog label the query names counts
 //!   like a title match for the items in it, and its words only half for the others.
-//!   A query of stop words only is looked for in titles.
+//!   A query of stop words only, or one a title carries whole, is looked for in titles.
 //!   Term frequency and field length do not count, so items that cover a query
 //!   equally tie, and the prior (popularity, availability) and the visitor's live
 //!   state decide between them.
@@ -246,8 +246,9 @@ pub struct Wanted {
     pub related_labels: Vec<String>,
     pub excluded_labels: Vec<String>,
     pub excluded_words: Vec<String>,
-    /// The tokens are looked for in titles only: a query of stop words ("It", "In a")
-    /// names a title, and matches nearly every description.
+    /// The tokens are looked for in titles only: a query of stop words ("It", "In a"),
+    /// or one a title carries whole, names a title, and its stop words match nearly
+    /// every description.
     pub titles_only: bool,
 }
 

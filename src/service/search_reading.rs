@@ -93,11 +93,13 @@ impl Services {
         let typed = self.search.tokens(query);
         let typed_stems: Vec<Vec<String>> = typed.iter().map(|token| self.search.stems(&token.text)).collect();
         // Audience words are title words too ("The Karate Kid", "Child's Play", "Family
-        // Guy"): a query of two words or more that a title carries whole is that title.
+        // Guy"): a query of two words or more that a title carries whole is that title,
+        // looked for in titles (its "of" and "a" would match every description).
         if read.audience.is_some() && typed.len() >= 2 && self.search.a_title_has_all(&typed_stems.concat()) {
             return Reading {
                 wanted: Wanted {
                     tokens: typed,
+                    titles_only: true,
                     ..Wanted::default()
                 },
                 filters: None,
