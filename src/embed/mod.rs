@@ -106,6 +106,14 @@ impl SharedEmbedder {
         self.model.understands_meaning()
     }
 
+    /// The vectors of `texts`, in order, embedded in one run of `lane`.
+    pub async fn embed_owned(&self, lane: Lane, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(lane, move |embedder| {
+            embedder.embed_texts(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .await
+    }
+
     /// Runs `work` with the model on a blocking thread once a run of its lane is free.
     pub async fn run<T, F>(&self, lane: Lane, work: F) -> Result<T, EmbedError>
     where

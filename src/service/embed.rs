@@ -72,13 +72,7 @@ impl Services {
         if texts.is_empty() {
             return Ok(());
         }
-        let vectors = self
-            .embedder
-            .run(Lane::Ingest, move |embedder| {
-                let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-                embedder.embed_texts(&texts)
-            })
-            .await?;
+        let vectors = self.embedder.embed_owned(Lane::Ingest, texts).await?;
         for (index, vector) in targets.into_iter().zip(vectors) {
             if let Value::Object(item) = &mut rows[index] {
                 item.insert("embeddings".to_owned(), vector_value(&vector));

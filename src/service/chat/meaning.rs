@@ -48,8 +48,21 @@ pub(super) struct Meanings {
     made: watch::Sender<Option<Arc<MadeLabels>>>,
     /// Asks the maker to look at the labels now.
     wake: Notify,
-    /// Words read against `read_against`'s labels: word → the label it names.
-    words: parking_lot::Mutex<(Option<Arc<LabelVectors>>, HashMap<String, Option<DictionaryEntry>>)>,
+    /// The words read so far.
+    words: parking_lot::Mutex<WordsRead>,
+}
+
+/// Words read against one set of label vectors: word → the label it names.
+#[derive(Default)]
+struct WordsRead {
+    labels: Option<Arc<LabelVectors>>,
+    words: HashMap<String, Option<DictionaryEntry>>,
+}
+
+impl WordsRead {
+    fn read_against(&self, labels: &Arc<LabelVectors>) -> bool {
+        self.labels.as_ref().is_some_and(|against| Arc::ptr_eq(against, labels))
+    }
 }
 
 impl Default for Meanings {
@@ -149,12 +162,9 @@ impl Services {
         };
         let mut embedded: HashMap<String, Vec<f32>> = HashMap::with_capacity(missing.len());
         for run in missing.chunks(LABELS_PER_RUN) {
-            let texts = run.to_vec();
             let vectors = self
                 .embedder
-                .run(Lane::Ingest, move |embedder| {
-                    embedder.embed_texts(&texts.iter().map(String::as_str).collect::<Vec<_>>())
-                })
+                .embed_owned(Lane::Ingest, run.to_vec())
                 .await
                 .map_err(|error| tracing::warn!(%error, "embedding the catalog's labels failed"))
                 .ok()?;
@@ -198,29 +208,21 @@ impl Services {
         let mut unknown: Vec<String> = Vec::new();
         {
             let mut memo = self.chat.meanings.words.lock();
-            let (read_against, words_read) = &mut *memo;
-            if !read_against
-                .as_ref()
-                .is_some_and(|against| Arc::ptr_eq(against, &labels))
-            {
-                *read_against = Some(labels.clone());
-                words_read.clear();
+            if !memo.read_against(&labels) {
+                *memo = WordsRead {
+                    labels: Some(labels.clone()),
+                    words: HashMap::new(),
+                };
             }
             for word in words {
-                match words_read.get(&word) {
+                match memo.words.get(&word) {
                     Some(label) => _ = named.insert(word, label.clone()),
                     None => unknown.push(word),
                 }
             }
         }
         if !unknown.is_empty() {
-            let texts = unknown.clone();
-            let vectors = self
-                .embedder
-                .run(Lane::Request, move |embedder| {
-                    embedder.embed_texts(&texts.iter().map(String::as_str).collect::<Vec<_>>())
-                })
-                .await;
+            let vectors = self.embedder.embed_owned(Lane::Request, unknown.clone()).await;
             let Ok(vectors) = vectors else {
                 tracing::warn!("the embedder failed; chat words are read without their meaning");
                 return;
@@ -231,15 +233,11 @@ impl Services {
                 .map(|(word, vector)| (word, labels.nearest(&vector).cloned()))
                 .collect();
             let mut memo = self.chat.meanings.words.lock();
-            let (read_against, words_read) = &mut *memo;
-            if read_against
-                .as_ref()
-                .is_some_and(|against| Arc::ptr_eq(against, &labels))
-            {
-                if words_read.len() + read.len() > MAX_REMEMBERED_WORDS {
-                    words_read.clear();
+            if memo.read_against(&labels) {
+                if memo.words.len() + read.len() > MAX_REMEMBERED_WORDS {
+                    memo.words.clear();
                 }
-                words_read.extend(read.iter().cloned());
+                memo.words.extend(read.iter().cloned());
             }
             named.extend(read);
         }
