@@ -20,7 +20,7 @@
 //! 4. `--kafka-ingest`: produce `--ingest-events` keyed events to `rankstream-events` before the
 //!    server runs, time a bare consumer reading them all (the broker's consume floor), then
 //!    start the server and poll `/v1/admin/stats` every 50 ms until `applied` reaches the
-//!    count. Target: >= 100,000 events/s from the server's spawn.
+//!    count. Target (issue 23): from the server's spawn, >= 95% of the bare consumer's rate.
 //!
 //! The tool spawns `rankstream serve` itself (fresh temp data dir, generated admin key,
 //! durability sync, auth rate limit raised so that its own requests are not throttled): one
@@ -191,6 +191,17 @@ struct KafkaIngest {
     /// Server spawn -> its `listening` line, and -> stats showing every event applied.
     startup_seconds: f64,
     applied_seconds: f64,
+}
+
+impl KafkaIngest {
+    /// rankstream's ingest rate as a share of the bare consumer's over the same backlog
+    /// (the issue's headline): from the spawn, and from the `listening` line.
+    fn share_of_floor(&self) -> (f64, f64) {
+        (
+            self.floor_seconds / self.applied_seconds,
+            self.floor_seconds / (self.applied_seconds - self.startup_seconds),
+        )
+    }
 }
 
 // ---------------------------------------------------------------- helpers
@@ -556,12 +567,19 @@ fn goals(report: &Report, plan: &Plan) -> Vec<Goal> {
         ));
     }
     if let Some(ingest) = &report.kafka_ingest {
-        let rate = plan.ingest_events as f64 / ingest.applied_seconds;
+        let rate = |seconds: f64| plan.ingest_events as f64 / seconds;
+        let (spawned, listening) = ingest.share_of_floor();
         goals.push(Goal::new(
-            "Kafka ingest (spawn -> applied)",
-            per_sec(rate),
-            ">= 100,000 events/s",
-            rate >= 100e3,
+            "Kafka ingest (spawn -> applied), share of the bare consumer's rate",
+            format!(
+                "{:.1}% ({} against {}; listening -> applied: {:.1}%)",
+                100.0 * spawned,
+                per_sec(rate(ingest.applied_seconds)),
+                per_sec(rate(ingest.floor_seconds)),
+                100.0 * listening
+            ),
+            ">= 95%",
+            spawned >= 0.95,
         ));
     }
     goals
