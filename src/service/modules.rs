@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::recommend::{leaves_out_deleted, rule_stack, ExperimentArm};
+use super::recommend::{leaves_out_deleted, rule_stack, ExperimentArm, Profile};
 use super::{ServiceError, Services};
 use crate::ranking::modules::{module_score, place, Adjustment, Displacement, Pinned};
 use crate::ranking::rules::{self, Diversity};
@@ -90,6 +90,7 @@ impl Services {
                 Some(request.user_id.clone()),
                 request.session_id.clone(),
                 request.context.clone(),
+                Profile::Made,
             )
             .await;
         // Every item left passes the filters: the items' ranking applies the boosts, and

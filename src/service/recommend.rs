@@ -82,8 +82,9 @@ impl Services {
             candidates.retain(|candidate| !candidate.is_deleted());
         }
         let model_rules = self.rules(&model_id, request.rules.as_ref(), &candidates)?;
+        let profile = Profile::for_candidates(&candidates);
         let context = self
-            .rank_context(request.user_id, request.session_id, request.context)
+            .rank_context(request.user_id, request.session_id, request.context, profile)
             .await;
         let stack = rule_stack(&model_rules, request.rules.as_ref());
         let items = rank(model.as_ref(), &context, &candidates, request.limit, &stack)?;
@@ -175,12 +176,14 @@ impl Services {
     /// What the models rank with: the session's and user's live signals (as their
     /// actors published them, or read from their hosts under the configured deadline
     /// when no actor is live; past the deadline, ranking goes on without them and the
-    /// miss is counted), and the profile embedding of their recent items.
+    /// miss is counted), and, when `profile` asks for it, the profile embedding of
+    /// their recent items.
     pub async fn rank_context(
         &self,
         user_id: Option<String>,
         session_id: Option<String>,
         context: Map<String, Value>,
+        profile: Profile,
     ) -> RankContext {
         let now = self.engine.now_millis();
         let read = |key: Option<LiveStateId>| async move {
@@ -203,7 +206,10 @@ impl Services {
             read(session_id.clone().map(LiveStateId::Session)),
             read(user_id.clone().map(LiveStateId::User))
         );
-        let profile_embedding = self.profile_embedding(session.as_deref().or(user.as_deref()));
+        let profile_embedding = match profile {
+            Profile::Made => self.profile_embedding(session.as_deref().or(user.as_deref())),
+            Profile::Skipped => None,
+        };
         RankContext {
             user_id,
             session_id,
@@ -274,6 +280,32 @@ impl Services {
     }
 }
 
+/// Whether [`Services::rank_context`] makes the profile embedding: a read of each of
+/// the latest items visited, for a feature that only compares it with candidates'
+/// embeddings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Made,
+    /// No candidate carries an embedding (their features attached), so the profile
+    /// would score nothing.
+    Skipped,
+}
+
+impl Profile {
+    pub fn for_candidates(candidates: &[Candidate]) -> Profile {
+        let carries = |candidate: &Candidate| {
+            candidate
+                .features
+                .as_ref()
+                .is_some_and(|features| features.embedding.is_some())
+        };
+        match candidates.iter().any(carries) {
+            true => Profile::Made,
+            false => Profile::Skipped,
+        }
+    }
+}
+
 /// The rule sets a ranking applies, in order: the model's defaults, the request's.
 pub fn rule_stack<'r>(model: &'r Option<Arc<Rules>>, request: Option<&'r Rules>) -> Vec<&'r Rules> {
     model.as_deref().into_iter().chain(request).collect()
@@ -289,4 +321,30 @@ pub fn leaves_out_deleted(model: &dyn Model, include_deleted: bool) -> bool {
 /// A new `rec_id`: a UUIDv7, so ids sort by time.
 pub fn new_rec_id() -> String {
     uuid::Uuid::now_v7().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_profile_is_made_only_for_candidates_that_carry_an_embedding() {
+        let with = |embedding: Option<Vec<f32>>| Candidate {
+            features: Some(Arc::new(ItemFeatures {
+                embedding,
+                ..ItemFeatures::default()
+            })),
+            ..Candidate::new("item".into(), Map::new())
+        };
+        let unknown = Candidate::new("unknown".into(), Map::new());
+        assert_eq!(Profile::for_candidates(&[]), Profile::Skipped);
+        assert_eq!(
+            Profile::for_candidates(&[unknown.clone(), with(None)]),
+            Profile::Skipped
+        );
+        assert_eq!(
+            Profile::for_candidates(&[unknown, with(None), with(Some(vec![0.5, 0.5]))]),
+            Profile::Made
+        );
+    }
 }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::embedded_events::EmbeddedEvent;
-use super::recommend::{leaves_out_deleted, rule_stack};
+use super::recommend::{leaves_out_deleted, rule_stack, Profile};
 use super::search_reading::Reading;
 use super::{ServiceError, Services};
 use crate::config::SearchConfig;
@@ -159,8 +159,13 @@ impl Services {
         }
         let mut context = match reading {
             Some(_) => {
-                self.rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
-                    .await
+                self.rank_context(
+                    request.user_id.clone(),
+                    request.session_id.clone(),
+                    Map::new(),
+                    Profile::Made,
+                )
+                .await
             }
             None => RankContext::default(),
         };
@@ -454,7 +459,9 @@ impl Services {
             ids = kept;
         }
         let text = self.text_scores(&query, &ids).await?;
-        let mut context = self.rank_context(user_id, session_id, search_context).await;
+        let mut context = self
+            .rank_context(user_id, session_id, search_context, Profile::Made)
+            .await;
         self.apply_embedded_events(&mut context, &events);
         let items = self.engine.items();
         let candidates = ids

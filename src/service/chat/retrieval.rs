@@ -15,6 +15,7 @@ use crate::chat::filter::{failed_checks, groups_of, Applicable, Check};
 use crate::domain::live_state::availability;
 use crate::ranking::{rank, Candidate, RankContext};
 use crate::service::embedded_events::EmbeddedEvent;
+use crate::service::recommend::Profile;
 use crate::service::search::{Found, SearchRequest};
 use crate::service::{ServiceError, Services};
 
@@ -90,7 +91,12 @@ impl Services {
             return false;
         }
         let context = self
-            .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
+            .rank_context(
+                request.user_id.clone(),
+                request.session_id.clone(),
+                Map::new(),
+                Profile::Made,
+            )
             .await;
         carries_signals(&context)
     }
@@ -155,7 +161,12 @@ impl Services {
             Ok(available_first(found, request.limit))
         };
         let mut personal = self
-            .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
+            .rank_context(
+                request.user_id.clone(),
+                request.session_id.clone(),
+                Map::new(),
+                Profile::Made,
+            )
             .await;
         let signalled = !request.events.is_empty() || carries_signals(&personal);
         let mut events = request.events.clone();
@@ -163,7 +174,7 @@ impl Services {
         self.apply_embedded_events(&mut personal, &events);
         let shown = ranked_with(personal)?;
         let personalized = signalled && {
-            let mut plain = self.rank_context(None, None, Map::new()).await;
+            let mut plain = self.rank_context(None, None, Map::new(), Profile::Made).await;
             self.apply_embedded_events(&mut plain, &like);
             !same_ids(&shown, &ranked_with(plain)?)
         };
@@ -248,7 +259,12 @@ impl Services {
         let mut weights: HashMap<String, f64> = HashMap::new();
         if interests_possible(request) {
             let context = self
-                .rank_context(request.user_id.clone(), request.session_id.clone(), Map::new())
+                .rank_context(
+                    request.user_id.clone(),
+                    request.session_id.clone(),
+                    Map::new(),
+                    Profile::Made,
+                )
                 .await;
             for signals in [&context.session, &context.user].into_iter().flatten() {
                 for (affinity, weight) in signals.affinities() {
