@@ -255,6 +255,10 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
         }
         assert_status(&single.ingest(identified), 202, "identified on one node");
     }
+    // Every node ranks below with models that learned every event so far (the two
+    // fresh clicks too): a node whose learner is an event behind ranks differently.
+    let learned = total + 60 + 2 + 3 * pairs.len() as u64;
+    wait_learned(&cluster, learned);
     for (sid, uid) in &pairs {
         let expected_user = state(&single, uid);
         let expected_session = single.session_state(sid);
@@ -294,7 +298,6 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
         })
         .sum();
     assert_eq!(claims, pairs.len() as u64, "one adopted claim per identified session");
-    let learned = total + 60 + 3 * pairs.len() as u64;
 
     // A rebuild from the log learns node a's own log; the other nodes' partitions are
     // then learned again, so node a's models still cover every event.
