@@ -95,7 +95,7 @@ impl Services {
                 request.user_id.clone(),
                 request.session_id.clone(),
                 Map::new(),
-                Profile::Made,
+                Profile::Skipped,
             )
             .await;
         carries_signals(&context)
@@ -263,7 +263,7 @@ impl Services {
                     request.user_id.clone(),
                     request.session_id.clone(),
                     Map::new(),
-                    Profile::Made,
+                    Profile::Skipped,
                 )
                 .await;
             for signals in [&context.session, &context.user].into_iter().flatten() {
