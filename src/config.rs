@@ -168,7 +168,7 @@ pub enum Durability {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
-    /// Mailbox capacity of each shard actor and live actor.
+    /// Mailbox capacity of each shard actor.
     pub shard_mailbox: usize,
     /// Events in flight per shard (accepted, not yet applied everywhere and learned);
     /// past it, ingest waits.
@@ -181,7 +181,7 @@ pub struct EngineConfig {
     pub session_idle_ttl_ms: u64,
     /// A user actor idle this long persists its state and stops.
     pub user_idle_ttl_ms: u64,
-    /// Live actors (sessions + users) per shard; above it the least recently used is passivated.
+    /// Live sessions + users per shard; above it the least recently used is passivated.
     pub max_live_actors_per_shard: usize,
     /// Item interactions kept per session and user.
     pub recent_items: usize,

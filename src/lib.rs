@@ -16,7 +16,7 @@
 //!   requests and results, one [`service::ServiceError`].
 //! - [`engine`]: the actors and the router from keys to them. Per shard: a
 //!   `CatalogShard` (items, users, tables) and a `ShardHost` (the shard's event log
-//!   and its live `SessionActor`s and `UserActor`s; a folder: ingest, live actors,
+//!   and its live sessions' and users' state; a folder: ingest, live keys,
 //!   state reads, recovery, messages). [`engine::catalog`] holds the catalog's
 //!   rules; conversations live in `engine::conversation`.
 //! - [`ranking`]: the model kinds (popularity, co-visitation, affinity, embedding,
@@ -63,7 +63,7 @@
 //! - events: through Kafka first when it is on, then the path of an event below;
 //!   live-state reads ask the key's `ShardHost`;
 //! - recommend and modules: the candidates' catalog features (`ItemReader`), the
-//!   session's and user's signals (published by their live actors, else read from
+//!   session's and user's signals (published by their shard hosts while live, else read from
 //!   their hosts under a deadline), the model scores them over the latest trained
 //!   snapshot, the ranking is ordered, and what it showed is recorded for learning;
 //! - search and rerank: the [`search::SearchIndex`] (which the catalog shards feed
@@ -83,9 +83,9 @@
 //! routes each by its routing key (uid, else sid, else cid) to that shard's
 //! `ShardHost` → the host drops duplicates (event id index), gives it the next log
 //! sequence number and queues it for the group commit (a bounded queue) → once the
-//! batch is fsynced, it is applied in sequence order to the `UserActor` of its uid
-//! and the `SessionActor` of its sid (on the sid's shard), and handed to the
-//! learner's bounded queue → the caller is answered when every actor the batch
+//! batch is fsynced, it is applied in sequence order to the live state of its uid
+//! and of its sid (on the sid's shard), and handed to the
+//! learner's bounded queue → the caller is answered when every shard the batch
 //! reached has applied it and the learner took it; a new click or conversion
 //! carrying a `rec_id` is then counted for the experiment arm it names
 //! (`Engine::observe_outcomes`). Checkpoints persist live state

@@ -90,10 +90,13 @@ fn describe() {
         EVENTS_REJECTED,
         "Events refused (invalid, or a part of the node unavailable; Kafka: dead-lettered), by source."
     );
-    describe_gauge!(LIVE_ACTORS, "Live actors, by shard and kind (session, user).");
+    describe_gauge!(
+        LIVE_ACTORS,
+        "Live sessions and users, by shard and kind (session, user)."
+    );
     describe_counter!(
         PASSIVATIONS,
-        "Live actors passivated (state persisted, actor stopped), by kind."
+        "Live sessions and users passivated (state persisted, dropped from memory), by kind."
     );
     describe_histogram!(
         CHECKPOINT_DURATION,

@@ -1,8 +1,8 @@
 //! The signals of a session or user as ranking reads them: its recent items and
 //! its affinities to item attributes, decayed to its own newest event: event time,
 //! not the wall clock, so a backfilled history reads as the live one did, and a
-//! person back after months is still the person they were. Live actors publish
-//! them (`engine::SignalBoard`); request-embedded events add to a copy.
+//! person back after months is still the person they were. Each shard host publishes
+//! them for its live keys (`engine::SignalBoard`); request-embedded events add to a copy.
 
 use compact_str::CompactString;
 

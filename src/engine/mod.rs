@@ -8,7 +8,7 @@ pub mod catalog;
 mod catalog_shard;
 pub mod conversation;
 mod forget;
-mod live_actor;
+mod live_entry;
 mod live_state_error;
 mod purge;
 mod rows;
@@ -37,7 +37,6 @@ use catalog::{CatalogError, ItemReader, TableRecord, TableRegistry};
 pub use catalog_shard::{CatalogShard, RowResult};
 pub use catalog_shard::{Conversion, MAX_FAILED_IDS};
 pub use forget::{DeleteUserError, UserRemoval};
-pub use live_actor::{LiveActor, SessionActor, UserActor};
 pub use live_state_error::LiveStateError;
 pub use purge::Purger;
 // Backups are the database's, taken through the engine, which holds it.
@@ -241,7 +240,7 @@ impl Engine {
         Ok(replayed)
     }
 
-    /// Persists every live actor's state and records, per shard, the sequence up to
+    /// Persists every live key's state and records, per shard, the sequence up to
     /// which the log is reflected in persisted state (crash replay starts after it).
     /// When any state could not be persisted, no mark moves and the error is returned.
     pub async fn checkpoint(&self) -> Result<(), LiveStateError> {
@@ -350,7 +349,7 @@ impl Engine {
         self.scatter(routed, |shard, events| async move {
             // Credits for the events in flight on this shard: held until the batch is
             // applied everywhere it reaches and the learner took it, so that the
-            // messages it causes (to live actors, other hosts, the learner) never
+            // messages it causes (to other hosts, the learner) never
             // exceed `max_events_in_flight` however many callers push at once.
             let credits = u32::try_from(events.len())
                 .unwrap_or(u32::MAX)

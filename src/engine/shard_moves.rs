@@ -45,8 +45,8 @@ impl Engine {
             .map_err(|_| LiveStateError::Unavailable(format!("shard {shard} is stopping")))
     }
 
-    /// Everything the next owner of `shard` needs, with the live actors it concerns
-    /// persisted and stopped first (the shard must be fenced).
+    /// Everything the next owner of `shard` needs, with the live keys it concerns
+    /// persisted and dropped first (the shard must be fenced).
     pub async fn export_shard(&self, shard: ShardId) -> Result<ShardExport, LiveStateError> {
         self.checkpoint().await?;
         self.hosts

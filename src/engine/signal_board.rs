@@ -1,12 +1,12 @@
-//! The board of the signals live actors publish for the ranking path: their recent items and
-//! affinities, replaced by the actor after every change, read by requests without
-//! a message (DESIGN.md §1: reads do not queue behind writes).
+//! The board of the signals live keys publish for the ranking path: their recent items and
+//! affinities, replaced by the key's shard host after every change, read by requests
+//! without a message (DESIGN.md §1: reads do not queue behind writes).
 //!
-//! Only the owning actor writes its entry: it publishes when it starts and before it
-//! releases an applied batch (so a 202 for an event is never ahead of its signals),
-//! and removes the entry when it passivates or is wiped, before it answers. A key
-//! without an entry has no live actor; readers then ask its shard host, which reads
-//! the persisted state.
+//! Only the key's shard host writes its entry: it publishes when the key is loaded
+//! and before it releases an applied batch (so a 202 for an event is never ahead of
+//! its signals), and removes the entry when the key passivates or is wiped, before it
+//! answers. A key without an entry is not live; readers then ask its shard host, which
+//! reads the persisted state.
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use rustc_hash::FxBuildHasher;
 use crate::domain::live_state_id::{LiveStateId, StateKind};
 use crate::domain::signals::Signals;
 
-/// Every live actor's published signals, by kind and key.
+/// Every live key's published signals, by kind and key.
 #[derive(Default)]
 pub struct SignalBoard {
     sessions: DashMap<String, Arc<Signals>, FxBuildHasher>,
@@ -24,17 +24,24 @@ pub struct SignalBoard {
 }
 
 impl SignalBoard {
-    /// The signals of a live actor; `None` when the key has no live actor.
+    /// The signals of a live key; `None` when the key is not live.
     pub fn get(&self, key: &LiveStateId) -> Option<Arc<Signals>> {
         self.map(key.kind()).get(key.id()).map(|entry| entry.value().clone())
     }
 
-    /// Called by the key's actor only.
+    /// Called by the key's shard host only.
     pub(super) fn publish(&self, kind: StateKind, key: &str, signals: Signals) {
-        self.map(kind).insert(key.to_owned(), Arc::new(signals));
+        let signals = Arc::new(signals);
+        let map = self.map(kind);
+        match map.get_mut(key) {
+            Some(mut published) => *published = signals,
+            None => {
+                map.insert(key.to_owned(), signals);
+            }
+        }
     }
 
-    /// Called by the key's actor only, as it stops.
+    /// Called by the key's shard host only, as the key passivates or is wiped.
     pub(super) fn withdraw(&self, kind: StateKind, key: &str) {
         self.map(kind).remove(key);
     }

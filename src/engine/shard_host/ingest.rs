@@ -12,7 +12,7 @@ use actix::{ActorFutureExt, AsyncContext, Context, Handler, ResponseFuture, Wrap
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::sync::oneshot;
 
-use super::super::live_actor::{completion, Completion, KeyMessage, Session, Stitched, User};
+use super::super::live_entry::{completion, Completion, Session, User};
 use super::super::LiveStateError;
 use super::messages::{AbsorbSession, Ingest, RouteSessions};
 use super::{PendingIngest, ShardHost};
@@ -58,9 +58,9 @@ impl ShardHost {
             done.fail();
         }
         let learned = self.feed_learner(sequenced.clone());
-        self.route(context, sequenced, done);
+        self.route(sequenced, done);
         let error = result.err().map(|error| error.to_string());
-        // Answer once every actor this batch reached has applied it and the learner
+        // Answer once every shard this batch reached has applied it and the learner
         // took it: a learner that falls behind holds ingest back.
         context.spawn(
             async move {
@@ -146,7 +146,7 @@ impl ShardHost {
 
     /// Hands events, in sequence order, to their user here and their session
     /// wherever the sid lives.
-    pub(super) fn route(&mut self, context: &mut Context<Self>, events: Vec<Arc<SequencedEvent>>, done: Completion) {
+    pub(super) fn route(&mut self, events: Vec<Arc<SequencedEvent>>, done: Completion) {
         let mut users = Grouped::default();
         let mut local_sessions = Grouped::default();
         let mut remote_sessions: BTreeMap<ShardId, Grouped> = BTreeMap::new();
@@ -162,10 +162,10 @@ impl ShardHost {
             }
         }
         for (uid, events) in users.groups {
-            self.deliver::<User>(context, uid, KeyMessage::Apply(events, done.clone()));
+            self.apply::<User>(&uid, &events, &done);
         }
         for (sid, events) in local_sessions.groups {
-            self.deliver::<Session>(context, sid, KeyMessage::Apply(events, done.clone()));
+            self.apply::<Session>(&sid, &events, &done);
         }
         // Bounded by what is in flight: every message holds `done`, and the batch's
         // callers (who wait for it) are themselves held back by their hosts' mailboxes.
@@ -264,31 +264,17 @@ impl Handler<Ingest> for ShardHost {
 impl Handler<RouteSessions> for ShardHost {
     type Result = ();
 
-    fn handle(&mut self, RouteSessions(sessions, done): RouteSessions, context: &mut Context<Self>) {
+    fn handle(&mut self, RouteSessions(sessions, done): RouteSessions, _: &mut Context<Self>) {
         for (sid, events) in sessions {
-            self.deliver::<Session>(context, sid, KeyMessage::Apply(events, done.clone()));
+            self.apply::<Session>(&sid, &events, &done);
         }
-    }
-}
-
-impl Handler<Stitched> for ShardHost {
-    type Result = ();
-
-    fn handle(&mut self, stitched: Stitched, _: &mut Context<Self>) {
-        let owner = self.router.shard_of(&stitched.uid);
-        self.router.host(owner).do_send(AbsorbSession(stitched));
     }
 }
 
 impl Handler<AbsorbSession> for ShardHost {
     type Result = ();
 
-    fn handle(&mut self, AbsorbSession(stitched): AbsorbSession, context: &mut Context<Self>) {
-        let message = KeyMessage::Absorb {
-            sid: stitched.sid,
-            state: stitched.state,
-            done: stitched.done,
-        };
-        self.deliver::<User>(context, stitched.uid, message);
+    fn handle(&mut self, AbsorbSession(stitched): AbsorbSession, _: &mut Context<Self>) {
+        self.absorb(stitched);
     }
 }

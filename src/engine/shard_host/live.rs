@@ -1,41 +1,36 @@
-//! The live actors of a shard: started on a key's first message (from the
+//! The live keys of a shard: loaded on a key's first event or absorb (from the
 //! persisted state, or rebuilt from the event log when that is unreadable),
-//! passivated when idle or when the shard holds too many, and wiped on a user's
-//! deletion. A key's messages wait while its actor stops.
+//! passivated (persisted and dropped) when idle or when the shard holds too many,
+//! and wiped on a user's deletion.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
 
-use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, ResponseFuture, WrapFuture};
-use futures::future::join_all;
+use actix::{Context, Handler};
 use lru::LruCache;
-use tokio::sync::{mpsc, oneshot};
 
-use super::super::live_actor::{load_state, KeyMessage, LiveActor, LiveKind, Outlets, Persisted, Session, User};
-use super::messages::{AdoptSession, PassivateKeys};
+use super::super::live_entry::{load_state, Completion, LiveEntry, LiveKind, Session, Stitched, User};
+use super::messages::{AbsorbSession, AdoptSession, PassivateKeys};
 use super::{decode_logged, ShardHost};
+use crate::domain::event::SequencedEvent;
 use crate::domain::live_state::{DecayParams, LiveState};
+use crate::engine::signal_board::SignalBoard;
 use crate::storage::{layout, Cf, StorageError};
 use crate::topology::ShardId;
 
-/// A live actor and when it was last used.
-pub(super) struct Live<K: LiveKind> {
-    pub addr: Addr<LiveActor<K>>,
-    pub last_used: i64,
-}
-
-/// The live actors of one kind on this shard.
+/// The live keys of one kind on this shard.
 pub(super) struct Registry<K: LiveKind> {
     /// Least recently used first out.
-    pub live: LruCache<String, Live<K>>,
-    /// Keys whose actor is stopping, with the messages that arrived meanwhile.
-    pub stopping: HashMap<String, Vec<KeyMessage>>,
+    pub live: LruCache<String, LiveEntry>,
+    kind: PhantomData<K>,
 }
 
 impl<K: LiveKind> Registry<K> {
     pub fn new() -> Self {
         Registry {
             live: LruCache::unbounded(),
-            stopping: HashMap::new(),
+            kind: PhantomData,
         }
     }
 }
@@ -43,6 +38,8 @@ impl<K: LiveKind> Registry<K> {
 /// Which registry and settings a kind uses.
 pub(super) trait Hosted: LiveKind + Sized {
     fn registry(host: &mut ShardHost) -> &mut Registry<Self>;
+    /// The registry with the board its entries publish on (borrowed apart).
+    fn registry_and_board(host: &mut ShardHost) -> (&mut Registry<Self>, &SignalBoard);
     fn params(config: &super::LiveConfig) -> DecayParams;
     fn idle_ttl_ms(config: &super::LiveConfig) -> i64;
     /// The index of the key's events in the log: its column family and key prefix.
@@ -56,6 +53,9 @@ impl Hosted for Session {
     const INDEXES_STARTS: bool = true;
     fn registry(host: &mut ShardHost) -> &mut Registry<Self> {
         &mut host.sessions
+    }
+    fn registry_and_board(host: &mut ShardHost) -> (&mut Registry<Self>, &SignalBoard) {
+        (&mut host.sessions, &host.board)
     }
     fn params(config: &super::LiveConfig) -> DecayParams {
         config.session
@@ -73,6 +73,9 @@ impl Hosted for User {
     fn registry(host: &mut ShardHost) -> &mut Registry<Self> {
         &mut host.users
     }
+    fn registry_and_board(host: &mut ShardHost) -> (&mut Registry<Self>, &SignalBoard) {
+        (&mut host.users, &host.board)
+    }
     fn params(config: &super::LiveConfig) -> DecayParams {
         config.user
     }
@@ -85,73 +88,78 @@ impl Hosted for User {
 }
 
 impl ShardHost {
-    /// Gives a message to a key's actor, starting it (from its persisted state)
-    /// when it is not live, or holding the message while the key's actor stops.
-    pub(super) fn deliver<K: Hosted>(&mut self, context: &mut Context<Self>, key: String, message: KeyMessage) {
+    /// A key's live entry, loaded (from its persisted state) when it is not live,
+    /// marked used now; with the board it publishes on, and whether it was just
+    /// loaded (and so has no signals on the board yet).
+    fn touch<K: Hosted>(&mut self, key: &str) -> Result<(&mut LiveEntry, &SignalBoard, bool), StorageError> {
         let now = self.clock.now_millis();
-        let registry = K::registry(self);
-        if let Some(held) = registry.stopping.get_mut(&key) {
-            held.push(message);
-            return;
+        let loaded = !K::registry(self).live.contains(key);
+        if loaded {
+            let entry = LiveEntry::new(self.load_or_rebuild::<K>(key)?, now);
+            // Room first, so that the new key is never the one passivated.
+            self.enforce_live_cap(1);
+            K::registry(self).live.push(key.to_owned(), entry);
         }
-        if let KeyMessage::Wipe(reply) = message {
-            match registry.live.pop(&key) {
-                Some(live) => {
-                    // The stop goes on without its caller waiting for it.
-                    self.wipe_live::<K>(context, key, live.addr, reply);
-                }
-                None => {
-                    let _ = reply.send(self.wipe_stored::<K>(&key));
-                }
-            }
-            return;
-        }
-        if let Some(live) = registry.live.get_mut(&key) {
-            live.last_used = now;
-            live.addr.do_send(message);
-            return;
-        }
-        let state = match self.load_or_rebuild::<K>(&key) {
-            Ok(state) => state,
+        let (registry, board) = K::registry_and_board(self);
+        let entry = registry
+            .live
+            .get_mut(key)
+            .expect("a key made live stays live until passivated");
+        entry.last_used = now;
+        Ok((entry, board, loaded))
+    }
+
+    /// Applies events, in sequence order, to a key's state, and publishes its new
+    /// signals; an anonymous session that learned its user is handed to the user.
+    pub(super) fn apply<K: Hosted>(&mut self, key: &str, events: &[Arc<SequencedEvent>], done: &Completion) {
+        let params = K::params(&self.config);
+        let (entry, board, loaded) = match self.touch::<K>(key) {
+            Ok(live) => live,
             Err(error) => {
-                tracing::error!(shard = self.shard, kind = K::NAME, %key, %error, "live state unreadable; its message is not applied");
-                self.not_applied(message);
+                tracing::error!(shard = self.shard, kind = K::NAME, %key, %error, "live state unreadable; its events are not applied");
+                self.not_applied(events, done);
                 return;
             }
         };
-        let actor = LiveActor::<K>::new(
-            key.clone(),
-            self.shard,
-            state,
-            self.storage.clone(),
-            K::params(&self.config),
-            self.config.mailbox,
-            Outlets {
-                host: context.address().recipient(),
-                board: self.board.clone(),
-            },
-        );
-        let addr = actor.start();
-        addr.do_send(message);
-        K::registry(self).live.push(key, Live { addr, last_used: now });
-        self.enforce_live_cap(context);
+        let (changed, stitched) = entry.apply::<K>(key, events, params, done);
+        if changed || loaded {
+            // Before `done` is released: the batch's 202 waits for these signals.
+            entry.publish::<K>(board, key, params);
+        }
+        for stitched in stitched {
+            let owner = self.router.shard_of(&stitched.uid);
+            if owner == self.shard {
+                self.absorb(stitched);
+            } else {
+                self.router.host(owner).do_send(AbsorbSession(stitched));
+            }
+        }
     }
 
-    /// A message whose key's state could not be loaded: its batch reports the
-    /// failure, and checkpoints stay below its events so that a restart applies them.
-    fn not_applied(&mut self, message: KeyMessage) {
-        match message {
-            KeyMessage::Apply(events, done) => {
-                for event in &events {
-                    let lowest = self.unapplied.entry(event.source).or_insert(event.seq);
-                    *lowest = (*lowest).min(event.seq);
+    /// A user takes in an anonymous session's signals, once per session.
+    pub(super) fn absorb(&mut self, Stitched { uid, sid, state, done }: Stitched) {
+        let params = User::params(&self.config);
+        match self.touch::<User>(&uid) {
+            Ok((entry, board, loaded)) => {
+                if entry.absorb(sid, &state, params) || loaded {
+                    entry.publish::<User>(board, &uid, params);
                 }
+            }
+            Err(error) => {
+                tracing::error!(shard = self.shard, %uid, %sid, %error, "live state unreadable; the session is not absorbed");
                 done.fail();
             }
-            KeyMessage::Absorb { done, .. } => done.fail(),
-            // A dropped read or reply tells its caller the actor is unavailable.
-            _ => {}
         }
+    }
+
+    /// Events whose key's state could not be loaded: their batch reports the
+    /// failure, and checkpoints stay below them so that a restart applies them.
+    fn not_applied(&mut self, events: &[Arc<SequencedEvent>], done: &Completion) {
+        for event in events {
+            let lowest = self.unapplied.entry(event.source).or_insert(event.seq);
+            *lowest = (*lowest).min(event.seq);
+        }
+        done.fail();
     }
 
     /// A key's persisted state (empty when it has none); when that is unreadable
@@ -226,6 +234,21 @@ impl ShardHost {
         Ok(state)
     }
 
+    /// Deletes a key's persisted state and drops it if live; answers the final state
+    /// (empty if there was none). On a failure the key stays as it was.
+    pub(super) fn wipe<K: Hosted>(&mut self, key: &str) -> Result<LiveState, StorageError> {
+        let Some(entry) = K::registry(self).live.pop(key) else {
+            return self.wipe_stored::<K>(key);
+        };
+        if let Err(error) = self.storage.delete(Cf::State, &K::state_key(self.shard, key)) {
+            tracing::error!(shard = self.shard, kind = K::NAME, %key, %error, "failed to wipe live state");
+            K::registry(self).live.push(key.to_owned(), entry);
+            return Err(error);
+        }
+        self.board.withdraw(K::KIND, key);
+        Ok(entry.state)
+    }
+
     fn wipe_stored<K: Hosted>(&self, key: &str) -> Result<LiveState, StorageError> {
         let state = match load_state::<K>(&self.storage, self.shard, key) {
             Ok(state) => state.unwrap_or_default(),
@@ -237,155 +260,86 @@ impl ShardHost {
         Ok(state)
     }
 
-    /// Passivates these live actors at once: each persists its state and stops, and
-    /// their keys' messages wait meanwhile. An actor that could not persist stays live.
-    /// The receiver is told once every one stopped (or stayed).
-    fn passivate<K: Hosted>(
-        &mut self,
-        context: &mut Context<Self>,
-        actors: Vec<(String, Addr<LiveActor<K>>)>,
-    ) -> oneshot::Receiver<()> {
-        let (to, mut answers) = mpsc::unbounded_channel();
-        for (index, (key, addr)) in actors.iter().enumerate() {
-            crate::metrics::passivated(K::NAME);
-            K::registry(self).stopping.insert(key.clone(), Vec::new());
-            addr.do_send(KeyMessage::Passivate(Persisted { index, to: to.clone() }));
+    /// Persists a key's state and drops it; `false` when it could not persist, and
+    /// then it stays live (nothing is lost).
+    fn passivate<K: Hosted>(&mut self, key: String, mut entry: LiveEntry) -> bool {
+        crate::metrics::passivated(K::NAME);
+        if entry.persist::<K>(&self.storage, self.shard, &key).is_err() {
+            entry.last_used = self.clock.now_millis();
+            K::registry(self).live.push(key, entry);
+            return false;
         }
-        drop(to);
-        let count = actors.len();
-        let answered = async move {
-            let mut persisted = vec![false; count];
-            while let Some((index, answer)) = answers.recv().await {
-                persisted[index] = answer.is_ok();
-            }
-            persisted
-        };
-        let (told, done) = oneshot::channel();
-        context.spawn(answered.into_actor(self).map(move |persisted, host, context| {
-            for ((key, addr), stopped) in actors.into_iter().zip(persisted) {
-                host.stopped::<K>(context, key, addr, stopped);
-            }
-            let _ = told.send(());
-        }));
-        done
+        self.board.withdraw(K::KIND, &key);
+        true
     }
 
-    /// Wipes a live key: its actor deletes the persisted state and stops, and the
-    /// key's messages wait meanwhile; `caller` gets the final state. An actor that
-    /// could not delete stays live.
-    fn wipe_live<K: Hosted>(
-        &mut self,
-        context: &mut Context<Self>,
-        key: String,
-        addr: Addr<LiveActor<K>>,
-        caller: oneshot::Sender<Result<LiveState, StorageError>>,
-    ) {
-        K::registry(self).stopping.insert(key.clone(), Vec::new());
-        let (reply, wiped) = oneshot::channel();
-        addr.do_send(KeyMessage::Wipe(reply));
-        let wiped = async move {
-            let result = wiped.await.unwrap_or(Err(StorageError::Closed));
-            let stopped = result.is_ok();
-            let _ = caller.send(result);
-            stopped
-        };
-        context.spawn(
-            wiped
-                .into_actor(self)
-                .map(move |stopped, host, context| host.stopped::<K>(context, key, addr, stopped)),
-        );
-    }
-
-    /// A key's actor stopped (or, when `stopped` is false, stayed live): the messages
-    /// that waited for it go to its actor, or to a new one.
-    fn stopped<K: Hosted>(
-        &mut self,
-        context: &mut Context<Self>,
-        key: String,
-        addr: Addr<LiveActor<K>>,
-        stopped: bool,
-    ) {
-        let held = K::registry(self).stopping.remove(&key).unwrap_or_default();
-        if !stopped {
-            let last_used = self.clock.now_millis();
-            K::registry(self).live.push(key.clone(), Live { addr, last_used });
-        }
-        for message in held {
-            self.deliver::<K>(context, key.clone(), message);
-        }
-    }
-
-    /// Passivates least recently used actors while the shard holds too many.
-    fn enforce_live_cap(&mut self, context: &mut Context<Self>) {
-        while self.sessions.live.len() + self.users.live.len() > self.config.max_live_actors {
+    /// Passivates least recently used keys until `room` more fit under the cap, or
+    /// one could not persist.
+    fn enforce_live_cap(&mut self, room: usize) {
+        while self.sessions.live.len() + self.users.live.len() + room > self.config.max_live_actors {
             let oldest_session = self.sessions.live.peek_lru().map(|(_, live)| live.last_used);
             let oldest_user = self.users.live.peek_lru().map(|(_, live)| live.last_used);
-            match (oldest_session, oldest_user) {
-                (Some(session), Some(user)) if session <= user => self.passivate_lru::<Session>(context),
-                (Some(_), None) => self.passivate_lru::<Session>(context),
-                (_, Some(_)) => self.passivate_lru::<User>(context),
-                (None, None) => break,
+            let passivated = match (oldest_session, oldest_user) {
+                (Some(session), Some(user)) if session <= user => self.passivate_lru::<Session>(),
+                (Some(_), None) => self.passivate_lru::<Session>(),
+                (_, Some(_)) => self.passivate_lru::<User>(),
+                (None, None) => false,
+            };
+            if !passivated {
+                break;
             }
         }
     }
 
-    fn passivate_lru<K: Hosted>(&mut self, context: &mut Context<Self>) {
-        if let Some((key, live)) = K::registry(self).live.pop_lru() {
-            drop(self.passivate::<K>(context, vec![(key, live.addr)]));
+    fn passivate_lru<K: Hosted>(&mut self) -> bool {
+        match K::registry(self).live.pop_lru() {
+            Some((key, entry)) => self.passivate::<K>(key, entry),
+            None => false,
         }
     }
 
-    /// Passivates the live actors of `keys` (every one when `None`); the receiver is
-    /// told once all stopped.
-    fn passivate_keys<K: Hosted>(
-        &mut self,
-        context: &mut Context<Self>,
-        keys: Option<Vec<String>>,
-    ) -> oneshot::Receiver<()> {
+    /// Passivates the live keys of `keys` (every one when `None`).
+    fn passivate_keys<K: Hosted>(&mut self, keys: Option<Vec<String>>) {
         let keys = keys.unwrap_or_else(|| K::registry(self).live.iter().map(|(key, _)| key.clone()).collect());
-        let registry = K::registry(self);
-        let actors = keys
-            .into_iter()
-            .filter_map(|key| registry.live.pop(&key).map(|live| (key, live.addr)))
-            .collect();
-        self.passivate::<K>(context, actors)
+        for key in keys {
+            if let Some(entry) = K::registry(self).live.pop(&key) {
+                self.passivate::<K>(key, entry);
+            }
+        }
     }
 
-    /// Passivates actors idle longer than their TTL.
-    pub(super) fn passivate_idle<K: Hosted>(&mut self, context: &mut Context<Self>) {
+    /// Passivates keys idle longer than their TTL (one that could not persist is
+    /// used again now, and waits for the next TTL).
+    pub(super) fn passivate_idle<K: Hosted>(&mut self) {
         let cutoff = self.clock.now_millis() - K::idle_ttl_ms(&self.config);
         while K::registry(self)
             .live
             .peek_lru()
             .is_some_and(|(_, live)| live.last_used <= cutoff)
         {
-            self.passivate_lru::<K>(context);
+            self.passivate_lru::<K>();
         }
     }
 }
 
 impl Handler<PassivateKeys> for ShardHost {
-    type Result = ResponseFuture<()>;
+    type Result = ();
 
-    fn handle(&mut self, PassivateKeys { sessions }: PassivateKeys, context: &mut Context<Self>) -> Self::Result {
-        let mut stopped = Vec::new();
+    fn handle(&mut self, PassivateKeys { sessions }: PassivateKeys, _: &mut Context<Self>) {
         if sessions.is_none() {
-            stopped.push(self.passivate_keys::<User>(context, None));
+            self.passivate_keys::<User>(None);
         }
-        stopped.push(self.passivate_keys::<Session>(context, sessions));
-        Box::pin(async move {
-            join_all(stopped).await;
-        })
+        self.passivate_keys::<Session>(sessions);
     }
 }
 
 impl Handler<AdoptSession> for ShardHost {
     type Result = ();
 
-    /// Stores the claimed state as the session's, for its actor to start from; a
+    /// Stores the claimed state as the session's, for its entry to load; a
     /// session live or stored here already keeps its own.
     fn handle(&mut self, AdoptSession { sid, state }: AdoptSession, _: &mut Context<Self>) {
-        if self.sessions.live.contains(&sid) || self.sessions.stopping.contains_key(&sid) {
+        if self.sessions.live.contains(&sid) {
             return;
         }
         let key = Session::state_key(self.shard, &sid);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use actix::Message;
 
-use super::super::live_actor::{Completion, Stitched};
+use super::super::live_entry::{Completion, Stitched};
 use super::super::LiveStateError;
 use crate::domain::event::{Event, SequencedEvent};
 use crate::domain::live_state::LiveState;
@@ -42,8 +42,9 @@ pub struct AdoptSession {
     pub state: Box<LiveState>,
 }
 
-/// A live move: persists and stops the live actors of these sessions, or every live
-/// actor of the shard when `None`; answers once they stopped.
+/// A live move: persists and drops the live entries of these sessions, or every live
+/// key of the shard when `None`; answers once they are persisted (a key that could
+/// not persist stays live).
 pub struct PassivateKeys {
     pub sessions: Option<Vec<String>>,
 }
@@ -73,14 +74,14 @@ impl Message for NextSeq {
 /// What a reader makes of a state.
 pub type Projection<R> = Box<dyn FnOnce(&LiveState) -> R + Send>;
 
-/// A view of the state of a key and whether an actor is live for it; `None` if it has none.
+/// A view of the state of a key and whether it is live; `None` if it has none.
 pub struct ReadState<R>(pub LiveStateId, pub Projection<R>);
 
 impl<R: Send + 'static> Message for ReadState<R> {
     type Result = Result<Option<(R, bool)>, LiveStateError>;
 }
 
-/// Stops a key's actor without persisting and deletes its stored state; answers
+/// Drops a live key without persisting and deletes its stored state; answers
 /// with the final state (empty if there was none). A failed delete answers the
 /// error and leaves the state in place.
 pub struct Wipe(pub LiveStateId);
@@ -103,9 +104,9 @@ impl Message for CheckpointMark {
     type Result = u64;
 }
 
-/// Checkpoint, phase two: every live actor persists. Answers, per source shard, the
-/// lowest sequence of events not yet in a persisted state (held back for a stopping
-/// key, or whose state could not be loaded); fails when a live actor could not persist.
+/// Checkpoint, phase two: every live key persists. Answers, per source shard, the
+/// lowest sequence of events not yet in a persisted state (whose state could not be
+/// loaded); fails when a live key could not persist.
 pub struct CheckpointPersist;
 
 impl Message for CheckpointPersist {

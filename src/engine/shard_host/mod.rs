@@ -2,18 +2,16 @@
 //!
 //! Ingest (`ingest.rs`): events get the shard's next log sequence numbers and are
 //! queued; while one group commit is in flight, newer events wait and go together
-//! in the next one. Once durable, they are applied in sequence order: to the
-//! `UserActor` of their uid here, and to the `SessionActor` of their sid on the
-//! sid's shard (here or via that shard's host); and handed to the learner. The
-//! caller is answered only then, so a snapshot read after the answer, which travels
-//! the same mailboxes, sees the event.
+//! in the next one. Once durable, they are applied in sequence order: to the live
+//! state of their uid here, and of their sid on the sid's shard (here or via that
+//! shard's host); and handed to the learner. The caller is answered only then, so a
+//! snapshot read after the answer, which travels the same mailboxes, sees the event.
 //!
-//! Live actors (`live.rs`): the host starts a live actor on a key's first message
-//! (from its persisted state, or rebuilt from the log when that is unreadable),
-//! passivates it after an idle TTL or when the shard holds more live actors than
-//! allowed (least recently used first), and holds a key's messages back while it
-//! passivates, so that the next actor for the key restores the state its
-//! predecessor persisted.
+//! Live keys (`live.rs`): the host holds each active session's and user's state as
+//! an entry of its own ([`super::live_entry`]), loaded on the key's first event
+//! (from its persisted state, or rebuilt from the log when that is unreadable), and
+//! passivated (persisted, then dropped) after an idle TTL or when the shard holds
+//! more live keys than allowed (least recently used first).
 //!
 //! The public state API (`state.rs`: reads and wipes) and recovery (`recovery.rs`:
 //! replay after a crash, two-phase checkpoints) answer the engine; the messages
@@ -37,7 +35,7 @@ use lru::LruCache;
 use tokio::sync::oneshot;
 
 use super::catalog::ItemReader;
-use super::live_actor::{LiveKind, Session, User};
+use super::live_entry::{LiveKind, Session, User};
 use super::signal_board::SignalBoard;
 use super::LiveStateError;
 use crate::clock::SharedClock;
@@ -60,9 +58,9 @@ pub struct LiveConfig {
     pub user: DecayParams,
     pub session_idle_ttl_ms: i64,
     pub user_idle_ttl_ms: i64,
-    /// Live actors (sessions + users) a shard may hold.
+    /// Live keys (sessions + users) a shard may hold.
     pub max_live_actors: usize,
-    /// Mailbox capacity of hosts and live actors.
+    /// Mailbox capacity of hosts.
     pub mailbox: usize,
 }
 
@@ -75,7 +73,7 @@ pub struct HostHandles {
     pub router: Arc<HostRouter>,
     /// The learner, fed every event once it is durable.
     pub learner: Arc<dyn DurableEventSink>,
-    /// Where live actors publish their ranking signals.
+    /// Where live keys publish their ranking signals.
     pub board: Arc<SignalBoard>,
     pub clock: SharedClock,
 }
@@ -168,9 +166,9 @@ impl Actor for ShardHost {
         context.set_mailbox_capacity(self.config.mailbox);
         let shortest_ttl = self.config.session_idle_ttl_ms.min(self.config.user_idle_ttl_ms);
         let tick = Duration::from_millis((shortest_ttl / 4).clamp(20, 1000) as u64);
-        context.run_interval(tick, |host, context| {
-            host.passivate_idle::<Session>(context);
-            host.passivate_idle::<User>(context);
+        context.run_interval(tick, |host, _| {
+            host.passivate_idle::<Session>();
+            host.passivate_idle::<User>();
             crate::metrics::live_actors(host.shard, Session::NAME, host.sessions.live.len());
             crate::metrics::live_actors(host.shard, User::NAME, host.users.live.len());
         });

@@ -4,10 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use actix::{Context, Handler, MessageResult, ResponseFuture};
-use tokio::sync::mpsc;
+use actix::{Context, Handler, MessageResult};
 
-use super::super::live_actor::{completion, KeyMessage, Persisted};
+use super::super::live_entry::{completion, Session, User};
 use super::super::LiveStateError;
 use super::messages::{CheckpointMark, CheckpointPersist, NextSeq, Replay, TakeOver};
 use super::{decode_logged, ShardHost};
@@ -18,7 +17,7 @@ use crate::topology::ShardId;
 const REPLAY_CHUNK: usize = 1024;
 
 impl ShardHost {
-    fn replay(&mut self, context: &mut Context<Self>) -> Result<u64, LiveStateError> {
+    fn replay(&mut self) -> Result<u64, LiveStateError> {
         let checkpoint = read_checkpoint(&self.storage, self.shard)?;
         let prefix = layout::event_log_prefix(self.shard);
         let start = layout::event_log(self.shard, checkpoint + 1);
@@ -36,11 +35,11 @@ impl ShardHost {
             replayed += 1;
             if chunk.len() == REPLAY_CHUNK {
                 self.index_sessions(&chunk)?;
-                self.route(context, std::mem::take(&mut chunk), completion().0);
+                self.route(std::mem::take(&mut chunk), completion().0);
             }
         }
         self.index_sessions(&chunk)?;
-        self.route(context, chunk, completion().0);
+        self.route(chunk, completion().0);
         self.last_applied = self.last_applied.max(checkpoint).max(self.next_seq - 1);
         Ok(replayed)
     }
@@ -57,8 +56,8 @@ pub fn read_checkpoint(storage: &Storage, shard: ShardId) -> Result<u64, Storage
 impl Handler<Replay> for ShardHost {
     type Result = Result<u64, LiveStateError>;
 
-    fn handle(&mut self, _: Replay, context: &mut Context<Self>) -> Self::Result {
-        self.replay(context)
+    fn handle(&mut self, _: Replay, _: &mut Context<Self>) -> Self::Result {
+        self.replay()
     }
 }
 
@@ -89,38 +88,23 @@ impl Handler<TakeOver> for ShardHost {
 }
 
 impl Handler<CheckpointPersist> for ShardHost {
-    type Result = ResponseFuture<Result<BTreeMap<ShardId, u64>, LiveStateError>>;
+    type Result = Result<BTreeMap<ShardId, u64>, LiveStateError>;
 
     fn handle(&mut self, _: CheckpointPersist, _: &mut Context<Self>) -> Self::Result {
-        let (to, mut answers) = mpsc::unbounded_channel();
-        let live = self.sessions.live.iter().map(|(_, live)| live.addr.clone().recipient());
-        let live = live.chain(self.users.live.iter().map(|(_, live)| live.addr.clone().recipient()));
-        for (index, actor) in live.enumerate() {
-            let actor: actix::Recipient<KeyMessage> = actor;
-            actor.do_send(KeyMessage::Persist(Persisted { index, to: to.clone() }));
-        }
-        drop(to);
-        let mut held_back = self.unapplied.clone();
-        let held = self
-            .sessions
-            .stopping
-            .values()
-            .chain(self.users.stopping.values())
-            .flatten();
-        for message in held {
-            if let KeyMessage::Apply(events, _) = message {
-                for event in events {
-                    let lowest = held_back.entry(event.source).or_insert(event.seq);
-                    *lowest = (*lowest).min(event.seq);
-                }
+        let mut failed = None;
+        for (sid, entry) in self.sessions.live.iter_mut() {
+            if let Err(error) = entry.persist::<Session>(&self.storage, self.shard, sid) {
+                failed.get_or_insert(error);
             }
         }
-        Box::pin(async move {
-            // An actor that stopped meanwhile persisted as it passivated.
-            while let Some((_, persisted)) = answers.recv().await {
-                persisted?;
+        for (uid, entry) in self.users.live.iter_mut() {
+            if let Err(error) = entry.persist::<User>(&self.storage, self.shard, uid) {
+                failed.get_or_insert(error);
             }
-            Ok(held_back)
-        })
+        }
+        match failed {
+            Some(error) => Err(error.into()),
+            None => Ok(self.unapplied.clone()),
+        }
     }
 }
