@@ -177,9 +177,9 @@ pub struct EngineConfig {
     pub commit_queue: usize,
     /// Topology file; empty means the embedded single-node topology.
     pub topology_file: String,
-    /// A session actor idle this long persists its state and stops.
+    /// A live session idle this long persists its state and leaves memory.
     pub session_idle_ttl_ms: u64,
-    /// A user actor idle this long persists its state and stops.
+    /// A live user idle this long persists its state and leaves memory.
     pub user_idle_ttl_ms: u64,
     /// Live sessions + users per shard; above it the least recently used is passivated.
     pub max_live_actors_per_shard: usize,
