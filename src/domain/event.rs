@@ -8,6 +8,10 @@ use serde_json::{Map, Value};
 use crate::time::{format_rfc3339, parse_time_value};
 use crate::topology::ShardId;
 
+mod plain;
+
+pub use plain::decode_plain_v1;
+
 /// Largest custom object value in an event, serialized.
 const MAX_OBJECT_BYTES: usize = 4 * 1024;
 /// Longest id, key or string field, in bytes.

@@ -19,7 +19,7 @@ use super::{
     INTERNAL_PREFIX,
 };
 use crate::config::{EventFormat, KafkaConfig};
-use crate::domain::event::{decode_engagement, decode_v1, Event};
+use crate::domain::event::{decode_engagement, decode_plain_v1, decode_v1, Event};
 use crate::engine::Engine;
 use crate::topology::{shard_for, ShardId};
 
@@ -399,9 +399,14 @@ pub(super) fn decode(message: &OwnedMessage, format: EventFormat) -> Result<Even
     if let Some(event) = internal {
         return serde_json::from_slice(event).map_err(|error| format!("undecodable internal event: {error}"));
     }
-    let value = serde_json::from_slice(payload).map_err(|error| format!("not JSON: {error}"))?;
     let position_id = || format!("kafka:{}:{}:{}", message.topic(), message.partition(), message.offset());
     let now = chrono::Utc::now().timestamp_millis();
+    if format == EventFormat::Event {
+        if let Some(event) = decode_plain_v1(payload, now, position_id) {
+            return Ok(event);
+        }
+    }
+    let value = serde_json::from_slice(payload).map_err(|error| format!("not JSON: {error}"))?;
     let decoded = match format {
         EventFormat::Event => decode_v1(value, now, position_id),
         EventFormat::Engagement => decode_engagement(value, now, position_id),
