@@ -153,10 +153,10 @@ impl LiveEntry {
         }
     }
 
-    /// Applies events (skipping those applied before, as after a crash replay), and
-    /// answers the hand-overs to users they cause: an anonymous session's state, once
-    /// an event brings its user (taken before that event is applied). `true` with them
-    /// when something was applied.
+    /// Applies events (skipping those applied before, as after a crash replay).
+    /// Answers whether any was applied, and the hand-overs to users they cause: an
+    /// anonymous session's state once an event brings its user (taken before that
+    /// event is applied).
     pub fn apply<K: LiveKind>(
         &mut self,
         key: &str,

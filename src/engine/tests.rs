@@ -21,7 +21,10 @@ struct TestEngine {
 }
 
 fn start(dir: &std::path::Path, storage: Option<Storage>) -> TestEngine {
-    let config = Config::load(None).unwrap();
+    start_with(dir, storage, Config::load(None).unwrap())
+}
+
+fn start_with(dir: &std::path::Path, storage: Option<Storage>, config: Config) -> TestEngine {
     let storage = storage.unwrap_or_else(|| Storage::open(dir, Durability::Sync).unwrap());
     let topology = Topology::parse(SINGLE_TOML).unwrap();
     let training = Training::start(storage.clone(), topology.shards, config.training.clone()).unwrap();
@@ -262,5 +265,59 @@ async fn frozen_models_are_neither_learned_nor_rebuilt() {
     node.training.set_frozen(false);
     let report = node.training.retrain().await.unwrap();
     assert_eq!(report.events, 2, "thawed, a retrain learns the whole log");
+    node.stop();
+}
+
+/// The live cap passivates the least recently used key to make room; one that cannot
+/// persist stays live (nothing is lost) and the cap lets the shard hold one more
+/// rather than drop it or try it again without end. Once writes succeed, the next
+/// key to come passivates it.
+#[actix_rt::test]
+async fn a_live_key_that_cannot_persist_stays_live_over_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::load(None).unwrap();
+    config.engine.max_live_actors_per_shard = 1;
+    let node = start_with(dir.path(), None, config);
+    let topology = Topology::parse(SINGLE_TOML).unwrap();
+    let shard = topology.shard_for(b"s1");
+    let mut same_shard = (2..)
+        .map(|n| format!("s{n}"))
+        .filter(|sid| topology.shard_for(sid.as_bytes()) == shard);
+    let (second, third) = (same_shard.next().unwrap(), same_shard.next().unwrap());
+    let live = |sid: &str| {
+        let engine = &node.engine;
+        let key = LiveStateId::Session(sid.to_owned());
+        async move { engine.read_state(key).await.unwrap().map(|(_, live)| live) }
+    };
+
+    node.engine.ingest(vec![click_at(0, "e1", "s1", None, "a")]).await[0]
+        .as_ref()
+        .unwrap();
+    node.storage
+        .faults()
+        .fail_key_writes(Cf::State, &layout::session_state(shard, "s1"));
+    node.engine.ingest(vec![click_at(1, "e2", &second, None, "b")]).await[0]
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        live("s1").await,
+        Some(true),
+        "the key that could not persist stayed live"
+    );
+    assert_eq!(live(&second).await, Some(true));
+
+    node.storage.faults().clear_key_writes();
+    node.engine.ingest(vec![click_at(2, "e3", &third, None, "c")]).await[0]
+        .as_ref()
+        .unwrap();
+    assert_eq!(live("s1").await, Some(false), "passivated once it could persist");
+    let (state, _) = node
+        .engine
+        .read_state(LiveStateId::Session("s1".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.event_count, 1, "its event was persisted: {state:?}");
+    assert_eq!(live(&third).await, Some(true));
     node.stop();
 }
