@@ -237,16 +237,33 @@ impl ShardHost {
     /// Deletes a key's persisted state and drops it if live; answers the final state
     /// (empty if there was none). On a failure the key stays as it was.
     pub(super) fn wipe<K: Hosted>(&mut self, key: &str) -> Result<LiveState, StorageError> {
-        let Some(entry) = K::registry(self).live.pop(key) else {
+        if !K::registry(self).live.contains(key) {
             return self.wipe_stored::<K>(key);
-        };
-        if let Err(error) = self.storage.delete(Cf::State, &K::state_key(self.shard, key)) {
-            tracing::error!(shard = self.shard, kind = K::NAME, %key, %error, "failed to wipe live state");
-            K::registry(self).live.push(key.to_owned(), entry);
-            return Err(error);
         }
+        self.storage
+            .delete(Cf::State, &K::state_key(self.shard, key))
+            .inspect_err(
+                |error| tracing::error!(shard = self.shard, kind = K::NAME, %key, %error, "failed to wipe live state"),
+            )?;
         self.board.withdraw(K::KIND, key);
-        Ok(entry.state)
+        Ok(K::registry(self)
+            .live
+            .pop(key)
+            .map(|entry| entry.state)
+            .unwrap_or_default())
+    }
+
+    /// Persists every live key of a kind that changed; the first failure, if any
+    /// (the others are still tried).
+    pub(super) fn persist_live<K: Hosted>(&mut self) -> Result<(), StorageError> {
+        let (storage, shard) = (self.storage.clone(), self.shard);
+        let mut failed = None;
+        for (key, entry) in K::registry(self).live.iter_mut() {
+            if let Err(error) = entry.persist::<K>(&storage, shard, key) {
+                failed.get_or_insert(error);
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     fn wipe_stored<K: Hosted>(&self, key: &str) -> Result<LiveState, StorageError> {

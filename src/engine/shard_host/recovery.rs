@@ -91,20 +91,9 @@ impl Handler<CheckpointPersist> for ShardHost {
     type Result = Result<BTreeMap<ShardId, u64>, LiveStateError>;
 
     fn handle(&mut self, _: CheckpointPersist, _: &mut Context<Self>) -> Self::Result {
-        let mut failed = None;
-        for (sid, entry) in self.sessions.live.iter_mut() {
-            if let Err(error) = entry.persist::<Session>(&self.storage, self.shard, sid) {
-                failed.get_or_insert(error);
-            }
-        }
-        for (uid, entry) in self.users.live.iter_mut() {
-            if let Err(error) = entry.persist::<User>(&self.storage, self.shard, uid) {
-                failed.get_or_insert(error);
-            }
-        }
-        match failed {
-            Some(error) => Err(error.into()),
-            None => Ok(self.unapplied.clone()),
-        }
+        let sessions = self.persist_live::<Session>();
+        let users = self.persist_live::<User>();
+        sessions.and(users)?;
+        Ok(self.unapplied.clone())
     }
 }
