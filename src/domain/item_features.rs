@@ -15,24 +15,30 @@ const MAX_EMBEDDING: usize = 1024;
 /// The fields an item's embedding is read from, in order.
 const EMBEDDING_FIELDS: [&str; 2] = ["embeddings", "embedding"];
 
+/// Laid out in this order (`repr(C)`) so that what ranking reads of every candidate
+/// (availability, soft deletion, the interned attributes) sits right after the `Arc`'s
+/// counts: one or two cache lines a candidate, where the compiler's order put the two
+/// flags after everything else, a line of their own.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[repr(C)]
 pub struct ItemFeatures {
-    /// Its affinity attributes: `group:…`, `tag:…`, `lang:…`, `age:…`, `price_band:…`, `available:…`.
-    pub attributes: Vec<String>,
-    /// The same attributes, interned (what the ranking loop compares), stored inline.
-    pub attribute_ids: SmallVec<[AttributeId; 8]>,
-    /// The item's `embeddings` (or `embedding`) field.
-    pub embedding: Option<Vec<f32>>,
     /// `Some(false)` for an item that cannot be had (or is soft-deleted).
     pub available: Option<bool>,
     /// Soft-deleted (`is_deleted: true`): ranking leaves it out unless asked for it.
     pub deleted: bool,
+    /// Its affinity attributes (as `attributes` below), interned: what the ranking loop
+    /// compares, stored inline.
+    pub attribute_ids: SmallVec<[AttributeId; 8]>,
+    /// The item's `embeddings` (or `embedding`) field.
+    pub embedding: Option<Vec<f32>>,
     /// The row's fields but its embedding (kept above as floats), by interned name
     /// ([`field_key`]) in id order: what the business rules test (`ranking::rules`).
     /// The ids are searched inline, without a string compare or a pointer to chase;
     /// `field_values[i]` is the value of `field_ids[i]`.
     pub field_ids: SmallVec<[AttributeId; 16]>,
     pub field_values: Vec<FieldValue>,
+    /// Its affinity attributes: `group:…`, `tag:…`, `lang:…`, `age:…`, `price_band:…`, `available:…`.
+    pub attributes: Vec<String>,
 }
 
 /// A field's value as the rules test it: short strings inline (no pointer to chase per
