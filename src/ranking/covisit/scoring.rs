@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{rep_bucket_of, ItemIndex, Params, SessionModel, REP_DIST};
 
@@ -295,21 +295,13 @@ impl SessionModel {
 
     /// Adds the session-kNN votes for the prefix's `distinct` items to `acc`.
     fn knn(&self, distinct: &[(ItemIndex, usize)], exclude: Option<u64>, p: &Params, acc: &mut Part) {
-        // Candidates: union of the per-item recent-session lists, most recent first.
-        let mut cand: Vec<u64> = Vec::new();
-        for &(it, _) in distinct {
-            if let Some(st) = self.items.get(it) {
-                cand.extend(st.sessions.iter().copied().filter(|&s| s >= self.first_sid));
-            }
-        }
-        cand.sort_unstable_by(|a, b| b.cmp(a));
-        cand.dedup();
-        cand.truncate(p.knn_sample);
+        let cand = self.knn_candidates(distinct, p.knn_sample);
         let now = self.next_sid() as f32;
         let w1: Vec<f32> = distinct
             .iter()
             .map(|x| (-(x.1 as f32) / p.knn_lambda_pos).exp())
             .collect();
+        let slots = Slots::new(distinct);
 
         // Similarities; remember m = position in N of the prefix-latest match.
         let mut sims: Vec<(f32, u64, usize)> = Vec::with_capacity(cand.len());
@@ -323,7 +315,7 @@ impl SessionModel {
             let mut m = 0usize;
             let mut seen: u64 = 0; // bitmask over the first 64 distinct prefix items
             for (q, &it) in sess.items.iter().enumerate() {
-                if let Some(di) = distinct.iter().position(|x| x.0 == it) {
+                if let Some(di) = slots.of(it) {
                     if di < 64 && seen & (1u64 << di) == 0 {
                         seen |= 1u64 << di;
                         sim += w1[di];
@@ -348,16 +340,69 @@ impl SessionModel {
             sims.select_nth_unstable_by(p.knn_k, |a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
             sims.truncate(p.knn_k);
         }
+        // A vote's weight by its distance from the match, computed once per distance up
+        // to the longest voting session: the same floats as an `exp` per voting item.
+        let longest = sims
+            .iter()
+            .map(|&(_, sid, _)| self.sessions[(sid - self.first_sid) as usize].items.len())
+            .max()
+            .unwrap_or(0);
+        let decay = |lambda: f32| -> Vec<f32> { (0..longest).map(|d| (-(d as f32) / lambda).exp()).collect() };
+        let (after, before) = (decay(p.knn_lambda_after), decay(p.knn_lambda_before));
         for &(sim, sid, m) in &sims {
             let sess = &self.sessions[(sid - self.first_sid) as usize];
             for (q, &it) in sess.items.iter().enumerate() {
-                let w = if q > m {
-                    (-((q - m) as f32) / p.knn_lambda_after).exp()
-                } else {
-                    (-((m - q) as f32) / p.knn_lambda_before).exp()
-                };
+                let w = if q > m { after[q - m] } else { before[m - q] };
                 acc.add(it, sim * w);
             }
+        }
+    }
+
+    /// The `sample` most recent stored sessions that hold one of the `distinct` items,
+    /// most recent first. An item lists up to `knn_sessions_per_item` sessions, so ten
+    /// popular items give thousands: they are made distinct by a set and the most
+    /// recent chosen in linear time, and only those are sorted.
+    fn knn_candidates(&self, distinct: &[(ItemIndex, usize)], sample: usize) -> Vec<u64> {
+        let mut seen: FxHashSet<u64> = FxHashSet::default();
+        let mut cand: Vec<u64> = Vec::new();
+        for &(it, _) in distinct {
+            if let Some(st) = self.items.get(it) {
+                let stored = st.sessions.iter().copied().filter(|&s| s >= self.first_sid);
+                cand.extend(stored.filter(|&s| seen.insert(s)));
+            }
+        }
+        if cand.len() > sample {
+            cand.select_nth_unstable_by(sample, |a, b| b.cmp(a));
+            cand.truncate(sample);
+        }
+        cand.sort_unstable_by(|a, b| b.cmp(a));
+        cand
+    }
+}
+
+/// Where each of a prefix's distinct items is among them: what every item of every
+/// candidate session is looked up in. Short prefixes are scanned; longer ones (up to
+/// `max_session_len` items) are probed in a map, where a scan costs a compare per item.
+enum Slots<'a> {
+    Scan(&'a [(ItemIndex, usize)]),
+    Map(FxHashMap<ItemIndex, usize>),
+}
+
+/// Prefixes with at most this many distinct items are scanned.
+const SCANNED_SLOTS: usize = 8;
+
+impl Slots<'_> {
+    fn new(distinct: &[(ItemIndex, usize)]) -> Slots<'_> {
+        match distinct.len() > SCANNED_SLOTS {
+            true => Slots::Map(distinct.iter().enumerate().map(|(slot, x)| (x.0, slot)).collect()),
+            false => Slots::Scan(distinct),
+        }
+    }
+
+    fn of(&self, item: ItemIndex) -> Option<usize> {
+        match self {
+            Slots::Scan(distinct) => distinct.iter().position(|x| x.0 == item),
+            Slots::Map(slots) => slots.get(&item).copied(),
         }
     }
 }
@@ -389,6 +434,43 @@ mod tests {
             "only itself shares item 1"
         );
         assert!(!model.with_components(&[1], None, |all| all.knn.is_empty()));
+    }
+
+    #[test]
+    fn knn_candidates_are_the_most_recent_distinct_sessions_sharing_an_item() {
+        let mut model = SessionModel::new(Params::default());
+        for session in 0..200u64 {
+            for step in 0..3 {
+                model.observe(session, ((session * 5 + step * 7) % 23) as ItemIndex);
+            }
+        }
+        // An old session coming back adds its sid after newer ones in an item's list.
+        model.observe(3, 4);
+        let distinct: Vec<(ItemIndex, usize)> = [4, 9, 11, 16].into_iter().enumerate().map(|(t, it)| (it, t)).collect();
+        for sample in [1, 10, 25, 1_000] {
+            let mut expected: Vec<u64> = distinct
+                .iter()
+                .filter_map(|&(it, _)| model.items.get(it))
+                .flat_map(|state| state.sessions.iter().copied())
+                .filter(|&sid| sid >= model.first_sid)
+                .collect();
+            expected.sort_unstable_by(|a, b| b.cmp(a));
+            expected.dedup();
+            expected.truncate(sample);
+            assert!(!expected.is_empty());
+            assert_eq!(model.knn_candidates(&distinct, sample), expected, "sample {sample}");
+        }
+    }
+
+    #[test]
+    fn a_long_prefix_finds_its_items_by_map_as_a_short_one_by_scan() {
+        let distinct: Vec<(ItemIndex, usize)> = (0..12).map(|t| ((t * 3 + 1) as ItemIndex, t)).collect();
+        let mapped = Slots::new(&distinct);
+        assert!(matches!(mapped, Slots::Map(_)));
+        for item in 0..40 {
+            assert_eq!(mapped.of(item), Slots::Scan(&distinct).of(item), "item {item}");
+        }
+        assert!(matches!(Slots::new(&distinct[..SCANNED_SLOTS]), Slots::Scan(_)));
     }
 
     #[test]
