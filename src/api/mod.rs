@@ -128,7 +128,11 @@ impl ApiRequest {
 
 /// A JSON response with the given status.
 pub fn json_response(status: StatusCode, body: &impl Serialize) -> HttpResponse {
-    let bytes = serde_json::to_vec(body).expect("response bodies serialize");
+    json_bytes_response(status, serde_json::to_vec(body).expect("response bodies serialize"))
+}
+
+/// A response of JSON already written.
+pub fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> HttpResponse {
     let mut response = Response::new(Full::new(Bytes::from(bytes)));
     *response.status_mut() = status;
     response

@@ -28,6 +28,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, Value};
 
@@ -51,7 +52,8 @@ pub trait ItemCatalog: Send + Sync {
 /// One item to rank, with the request's attributes for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
-    pub id: String,
+    /// Inline up to 24 bytes: no allocation per candidate for the ids of most catalogs.
+    pub id: CompactString,
     /// Request attributes; they override the catalog's values for this request.
     pub attributes: Map<String, Value>,
     /// The catalog's view of the item (with the request's overrides); `None` if unknown.
@@ -60,9 +62,9 @@ pub struct Candidate {
 
 impl Candidate {
     /// A candidate whose features are not attached yet.
-    pub fn new(id: String, attributes: Map<String, Value>) -> Candidate {
+    pub fn new(id: impl Into<CompactString>, attributes: Map<String, Value>) -> Candidate {
         Candidate {
-            id,
+            id: id.into(),
             attributes,
             features: None,
         }
@@ -188,7 +190,8 @@ impl ModelRegistry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ranked {
     pub index: usize,
-    pub id: String,
+    /// The candidate's id (inline, as there: a copy, not an allocation per item).
+    pub id: CompactString,
     pub score: f32,
     /// For an id given more than once: the request attributes whose values differ
     /// within its group (SPEC recommend rule 1), but never `id` or `score`, which
@@ -287,6 +290,7 @@ pub fn rank(
         weights,
     } = model.score_explained(context, candidates)?;
     debug_assert_eq!(scores.len(), candidates.len(), "a model scores every candidate");
+    // Almost always empty (ids given once each): then no item hashes its index into it.
     let mut echoes = duplicate_echoes(candidates);
     // Orders (position, score) pairs rather than whole ranked items, which are large
     // to move, and builds only the items kept.
@@ -297,7 +301,10 @@ pub fn rank(
             index,
             id: candidates[index].id.clone(),
             score,
-            echoed: echoes.remove(&index).unwrap_or_default(),
+            echoed: match echoes.is_empty() {
+                true => Map::new(),
+                false => echoes.remove(&index).unwrap_or_default(),
+            },
             features: features.as_ref().map(|features| features[index]),
             weights,
             boost,
@@ -357,7 +364,7 @@ mod tests {
     use serde_json::json;
 
     fn candidate(id: &str, attributes: Value) -> Candidate {
-        Candidate::new(id.into(), attributes.as_object().cloned().unwrap_or_default())
+        Candidate::new(id, attributes.as_object().cloned().unwrap_or_default())
     }
 
     #[test]

@@ -382,7 +382,7 @@ mod tests {
             .map(|(index, item)| {
                 item.fixed_position.is_none().then(|| Ranked {
                     index,
-                    id: item.id.clone(),
+                    id: item.id.as_str().into(),
                     score: index as f32,
                     echoed: Map::new(),
                     features: None,

@@ -334,9 +334,9 @@ mod tests {
                 embedding,
                 ..ItemFeatures::default()
             })),
-            ..Candidate::new("item".into(), Map::new())
+            ..Candidate::new("item", Map::new())
         };
-        let unknown = Candidate::new("unknown".into(), Map::new());
+        let unknown = Candidate::new("unknown", Map::new());
         assert_eq!(Profile::for_candidates(&[]), Profile::Skipped);
         assert_eq!(
             Profile::for_candidates(&[unknown.clone(), with(None)]),

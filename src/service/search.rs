@@ -175,7 +175,7 @@ impl Services {
             .iter()
             .map(|hit| {
                 Ok(Candidate {
-                    id: hit.id.clone(),
+                    id: hit.id.as_str().into(),
                     attributes: Map::new(),
                     features: items.features(&hit.id)?,
                 })
@@ -468,7 +468,7 @@ impl Services {
             .iter()
             .map(|id| {
                 Ok(Candidate {
-                    id: id.clone(),
+                    id: id.as_str().into(),
                     attributes: Map::new(),
                     features: items.features(id)?,
                 })
@@ -586,7 +586,7 @@ mod tests {
 
     fn candidate(embedding: Option<Vec<f32>>) -> Candidate {
         Candidate {
-            id: String::new(),
+            id: Default::default(),
             attributes: Map::new(),
             features: Some(Arc::new(ItemFeatures {
                 embedding,

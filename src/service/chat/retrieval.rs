@@ -130,7 +130,7 @@ impl Services {
             .iter()
             .map(|item| {
                 Ok(Candidate {
-                    id: item.id.clone(),
+                    id: item.id.as_str().into(),
                     attributes: Map::new(),
                     features: items.features(&item.id)?,
                 })
