@@ -23,21 +23,14 @@ pub fn feature_vectors(
 ) -> Vec<FeatureVector> {
     let mut vectors = vec![[0.0f32; FEATURES]; candidates.len()];
     let indexes: Vec<Option<ItemIndex>> = candidates.iter().map(|c| trained.items.get(&c.id)).collect();
-    let mut fill = |feature: Feature, value: &dyn Fn(usize) -> f64| {
-        let column: Vec<f64> = (0..candidates.len()).map(value).collect();
-        let best = column.iter().copied().fold(0.0, f64::max);
-        if best > 0.0 {
-            for (vector, value) in vectors.iter_mut().zip(column) {
-                vector[feature as usize] = (value / best) as f32;
-            }
-        }
-    };
+    let mut column = Vec::with_capacity(candidates.len());
     if needed[Feature::Popularity as usize] {
         let segment = context.context.get(segment_field).and_then(|value| value.as_str());
         let now = context.models_time(trained.clock);
-        fill(Feature::Popularity, &|i| {
-            indexes[i].map_or(0.0, |item| trained.popularity.score(item, now, segment).ln_1p())
-        });
+        let values = indexes
+            .iter()
+            .map(|index| index.map_or(0.0, |item| trained.popularity.score(item, now, segment).ln_1p()));
+        fill(&mut vectors, &mut column, Feature::Popularity, values);
     }
     if needed[Feature::Covisit as usize] {
         let prefix = session_prefix(trained, context);
@@ -48,14 +41,19 @@ pub fn feature_vectors(
                 .or(context.user_id.as_deref())
                 .map(covisit_key);
             let scores = trained.covisit.scores_of(&prefix, ranked_session, &indexes);
-            fill(Feature::Covisit, &|i| scores[i] as f64);
+            fill(
+                &mut vectors,
+                &mut column,
+                Feature::Covisit,
+                scores.iter().map(|&score| score as f64),
+            );
         }
     }
     if needed[Feature::Affinity as usize] {
         let affinity = affinity_by_attribute(context);
         if !affinity.is_empty() {
-            fill(Feature::Affinity, &|i| {
-                candidates[i].features.as_ref().map_or(0.0, |features| {
+            let values = candidates.iter().map(|candidate| {
+                candidate.features.as_ref().map_or(0.0, |features| {
                     features
                         .attribute_ids
                         .iter()
@@ -63,16 +61,18 @@ pub fn feature_vectors(
                         .sum()
                 })
             });
+            fill(&mut vectors, &mut column, Feature::Affinity, values);
         }
     }
     if let (true, Some(profile)) = (needed[Feature::Embedding as usize], &context.profile_embedding) {
-        fill(Feature::Embedding, &|i| {
-            candidates[i]
+        let values = candidates.iter().map(|candidate| {
+            candidate
                 .features
                 .as_ref()
                 .and_then(|features| features.embedding.as_deref())
                 .map_or(0.0, |embedding| cosine(profile, embedding).max(0.0))
         });
+        fill(&mut vectors, &mut column, Feature::Embedding, values);
     }
     let consumed: Vec<&str> = [&context.session, &context.user]
         .into_iter()
@@ -85,6 +85,19 @@ pub fn feature_vectors(
         vector[Feature::Consumed as usize] = consumed.contains(&candidate.id.as_str()) as u8 as f32;
     }
     vectors
+}
+
+/// Sets column `feature` of `vectors` to `values` scaled to the best of them (left 0
+/// when none is positive); `column` is the buffer every feature's values pass through.
+fn fill(vectors: &mut [FeatureVector], column: &mut Vec<f64>, feature: Feature, values: impl Iterator<Item = f64>) {
+    column.clear();
+    column.extend(values);
+    let best = column.iter().copied().fold(0.0, f64::max);
+    if best > 0.0 {
+        for (vector, value) in vectors.iter_mut().zip(column.iter()) {
+            vector[feature as usize] = (value / best) as f32;
+        }
+    }
 }
 
 /// The session's items, oldest first, as the co-visitation model knows them; a

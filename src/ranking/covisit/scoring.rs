@@ -360,17 +360,31 @@ impl SessionModel {
 
     /// The `sample` most recent stored sessions that hold one of the `distinct` items,
     /// most recent first. An item lists up to `knn_sessions_per_item` sessions, so ten
-    /// popular items give thousands: they are made distinct by a set and the most
-    /// recent chosen in linear time, and only those are sorted.
+    /// popular items give thousands: then they are made distinct by a set and the most
+    /// recent chosen in linear time, and only those are sorted. A few are sorted as
+    /// they come (a set costs more than it saves there).
     fn knn_candidates(&self, distinct: &[(ItemIndex, usize)], sample: usize) -> Vec<u64> {
-        let mut seen: FxHashSet<u64> = FxHashSet::default();
-        let mut cand: Vec<u64> = Vec::new();
-        for &(it, _) in distinct {
-            if let Some(st) = self.items.get(it) {
-                let stored = st.sessions.iter().copied().filter(|&s| s >= self.first_sid);
-                cand.extend(stored.filter(|&s| seen.insert(s)));
-            }
+        let lists = || {
+            distinct
+                .iter()
+                .filter_map(|&(it, _)| self.items.get(it))
+                .flat_map(|st| st.sessions.iter().copied().filter(|&s| s >= self.first_sid))
+        };
+        let listed: usize = distinct
+            .iter()
+            .filter_map(|&(it, _)| self.items.get(it))
+            .map(|st| st.sessions.len())
+            .sum();
+        let mut cand: Vec<u64>;
+        if listed <= SORTED_CANDIDATES.max(2 * sample) {
+            cand = lists().collect();
+            cand.sort_unstable_by(|a, b| b.cmp(a));
+            cand.dedup();
+            cand.truncate(sample);
+            return cand;
         }
+        let mut seen: FxHashSet<u64> = FxHashSet::default();
+        cand = lists().filter(|&s| seen.insert(s)).collect();
         if cand.len() > sample {
             cand.select_nth_unstable_by(sample, |a, b| b.cmp(a));
             cand.truncate(sample);
@@ -379,6 +393,9 @@ impl SessionModel {
         cand
     }
 }
+
+/// Candidate sessions up to this many (with repeats) are sorted as they come.
+const SORTED_CANDIDATES: usize = 256;
 
 /// Where each of a prefix's distinct items is among them: what every item of every
 /// candidate session is looked up in. Short prefixes are scanned; longer ones (up to
@@ -439,7 +456,8 @@ mod tests {
     #[test]
     fn knn_candidates_are_the_most_recent_distinct_sessions_sharing_an_item() {
         let mut model = SessionModel::new(Params::default());
-        for session in 0..200u64 {
+        // Some 260 sessions an item: four items list more than are sorted as they come.
+        for session in 0..2_000u64 {
             for step in 0..3 {
                 model.observe(session, ((session * 5 + step * 7) % 23) as ItemIndex);
             }
@@ -447,6 +465,7 @@ mod tests {
         // An old session coming back adds its sid after newer ones in an item's list.
         model.observe(3, 4);
         let distinct: Vec<(ItemIndex, usize)> = [4, 9, 11, 16].into_iter().enumerate().map(|(t, it)| (it, t)).collect();
+        // The first three choose among a set, the last sorts them all.
         for sample in [1, 10, 25, 1_000] {
             let mut expected: Vec<u64> = distinct
                 .iter()
