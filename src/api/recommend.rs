@@ -29,7 +29,8 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
 /// The 200 body ([`RecommendResponse`]), written straight into one buffer sized for
 /// it: an item without an explanation or an echo is `{"id":…,"score":…}` (its key
 /// names written as they are; the id and score as serde writes them), any other
-/// the general way. A hundred items cost a third of serializing the typed body.
+/// the general way. The same bytes as serializing the typed body (a unit test holds
+/// them equal), without a map serializer's steps and the buffer's regrowth per item.
 fn response_body(recommendation: Recommendation) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + recommendation.items.len() * 48);
     out.extend_from_slice(b"{\"rec_id\":");
@@ -223,8 +224,9 @@ fn checked(body: Value) -> Result<RecommendRequest, ApiError> {
     })
 }
 
-/// The 200 body. Typed, so that scores serialize as the shortest decimal of their
-/// `f32` (0.8, not 0.800000011920929 as a detour through a JSON `Value` would give).
+/// The 200 body: its schema, and its bytes for [`response_body`] to equal. Typed, so
+/// that scores serialize as the shortest decimal of their `f32` (0.8, not
+/// 0.800000011920929 as a detour through a JSON `Value` would give).
 #[derive(Serialize, utoipa::ToSchema)]
 pub(super) struct RecommendResponse {
     rec_id: String,

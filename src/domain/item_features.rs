@@ -17,8 +17,8 @@ const EMBEDDING_FIELDS: [&str; 2] = ["embeddings", "embedding"];
 
 /// Laid out in this order (`repr(C)`) so that what ranking reads of every candidate
 /// (availability, soft deletion, the interned attributes) sits right after the `Arc`'s
-/// counts: one or two cache lines a candidate, where the compiler's order put the two
-/// flags after everything else, a line of their own.
+/// counts: 64 bytes with them, one or two cache lines a candidate. The compiler's own
+/// order sorts fields by alignment, which leaves one-byte flags after everything else.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[repr(C)]
 pub struct ItemFeatures {
