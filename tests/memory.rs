@@ -106,10 +106,17 @@ fn the_live_actor_cap_bounds_resident_memory() {
         all_live_growth / 1024,
         capped_growth / 1024
     );
-    // A live user costs ~7 KB, a known one ~2 KB (bench-memory): the capped node grows by
-    // well under half of the other.
+    // What the cap is for: a user it keeps from being live does not hold its state in
+    // memory. Both nodes learn the same events (the models' growth, ~2 KiB a user here,
+    // is on both), and a live user's state adds ~2 KiB more (147 against 74 MiB over
+    // these users in one run); a cap that bounded nothing would save about nothing.
+    // At least 1 KiB saved per user kept out of memory. (A 2:1 ratio of the growths was
+    // asserted while a live user cost ~7 KB; at ~4 KB it no longer separates the two.)
+    let kept_out = MORE_USERS.saturating_sub(capped_live) as u64;
+    let saved = all_live_growth.saturating_sub(capped_growth);
     assert!(
-        capped_growth * 2 < all_live_growth,
-        "the cap did not bound memory: {capped_growth} KiB capped against {all_live_growth} KiB all live"
+        saved >= kept_out,
+        "the cap did not bound memory: {capped_growth} KiB capped against {all_live_growth} KiB all live, \
+         {saved} KiB saved for {kept_out} users kept out of memory (at least 1 KiB each)"
     );
 }
