@@ -5,7 +5,7 @@ use std::cell::RefCell;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{rep_bucket_of, ItemIndex, Params, SessionModel, REP_DIST};
+use super::{rep_bucket_of, ItemIndex, ItemState, Params, SessionModel, REP_DIST};
 
 /// The three parts of the co-visitation scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,32 +364,24 @@ impl SessionModel {
     /// recent chosen in linear time, and only those are sorted. A few are sorted as
     /// they come (a set costs more than it saves there).
     fn knn_candidates(&self, distinct: &[(ItemIndex, usize)], sample: usize) -> Vec<u64> {
-        let lists = || {
-            distinct
-                .iter()
-                .filter_map(|&(it, _)| self.items.get(it))
-                .flat_map(|st| st.sessions.iter().copied().filter(|&s| s >= self.first_sid))
-        };
-        let listed: usize = distinct
-            .iter()
-            .filter_map(|&(it, _)| self.items.get(it))
-            .map(|st| st.sessions.len())
-            .sum();
+        let states: Vec<&ItemState> = distinct.iter().filter_map(|&(it, _)| self.items.get(it)).collect();
+        let listed = states.iter().flat_map(|st| st.sessions.iter().copied());
+        let stored = listed.filter(|&s| s >= self.first_sid);
         let mut cand: Vec<u64>;
-        if listed <= SORTED_CANDIDATES.max(2 * sample) {
-            cand = lists().collect();
+        if states.iter().map(|st| st.sessions.len()).sum::<usize>() <= SORTED_CANDIDATES.max(2 * sample) {
+            cand = stored.collect();
             cand.sort_unstable_by(|a, b| b.cmp(a));
             cand.dedup();
-            cand.truncate(sample);
-            return cand;
+        } else {
+            let mut seen: FxHashSet<u64> = FxHashSet::default();
+            cand = stored.filter(|&s| seen.insert(s)).collect();
+            if cand.len() > sample {
+                cand.select_nth_unstable_by(sample, |a, b| b.cmp(a));
+                cand.truncate(sample);
+            }
+            cand.sort_unstable_by(|a, b| b.cmp(a));
         }
-        let mut seen: FxHashSet<u64> = FxHashSet::default();
-        cand = lists().filter(|&s| seen.insert(s)).collect();
-        if cand.len() > sample {
-            cand.select_nth_unstable_by(sample, |a, b| b.cmp(a));
-            cand.truncate(sample);
-        }
-        cand.sort_unstable_by(|a, b| b.cmp(a));
+        cand.truncate(sample);
         cand
     }
 }
