@@ -17,7 +17,7 @@ use crate::domain::event::{Event, SequencedEvent};
 use crate::domain::live_state::{DecayParams, LiveState};
 use crate::domain::live_state_id::StateKind;
 use crate::domain::signals::Signals;
-use crate::storage::{layout, Cf, Storage, StorageError};
+use crate::storage::{layout, Batch, Cf, Storage, StorageError};
 use crate::topology::ShardId;
 
 /// Held by every message an applied batch causes (its users, its sessions here or
@@ -222,5 +222,24 @@ impl LiveEntry {
             .inspect_err(|error| tracing::error!(kind = K::NAME, %key, %error, "failed to persist live state"))?;
         self.dirty = false;
         Ok(())
+    }
+
+    /// Whether the state changed since it was last persisted.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Adds the state to `batch`, encoded through `buffer`; [`LiveEntry::persisted`]
+    /// once the batch is written.
+    pub fn persist_into<K: LiveKind>(&self, batch: &mut Batch<'_>, buffer: &mut Vec<u8>, shard: ShardId, key: &str) {
+        buffer.clear();
+        let encoded = postcard::to_extend(&self.state, std::mem::take(buffer)).expect("live state serializes");
+        batch.put(Cf::State, &K::state_key(shard, key), &encoded);
+        *buffer = encoded;
+    }
+
+    /// The state as it is now is stored.
+    pub fn persisted(&mut self) {
+        self.dirty = false;
     }
 }

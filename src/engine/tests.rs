@@ -98,6 +98,36 @@ async fn a_checkpoint_that_cannot_persist_fails_and_keeps_the_replay_point() {
 }
 
 #[actix_rt::test]
+async fn a_checkpoint_persists_every_changed_state_across_its_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), None);
+    let sids: Vec<String> = (0..400).map(|n| format!("s{n}")).collect();
+    let events = sids
+        .iter()
+        .enumerate()
+        .map(|(n, sid)| click_at(n as i64, &format!("e{n}"), sid, None, "a"))
+        .collect();
+    assert!(node.engine.ingest(events).await.iter().all(Result::is_ok));
+    node.engine.checkpoint().await.unwrap();
+    // The replay point moved past every event: a state the checkpoint did not
+    // write would come back empty.
+    let storage = node.stop();
+    let node = start(dir.path(), Some(storage));
+    node.engine.recover().await.unwrap();
+    for sid in &sids {
+        let (state, live) = node
+            .engine
+            .read_state(LiveStateId::Session(sid.clone()))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{sid} has no state"));
+        assert!(!live, "{sid} is read from its persisted state");
+        assert_eq!(state.event_count, 1, "{sid}: {state:?}");
+    }
+    node.stop();
+}
+
+#[actix_rt::test]
 async fn a_user_delete_that_cannot_wipe_live_state_fails() {
     let dir = tempfile::tempdir().unwrap();
     let node = start(dir.path(), None);

@@ -12,7 +12,7 @@ use super::{Cf, StorageError};
 #[derive(Debug, Default)]
 pub struct Faults {
     reads: AtomicU32,
-    /// Single-record writes (and deletes) of keys under these prefixes fail.
+    /// Writes (and deletes) of keys under these prefixes fail, alone or in a batch.
     key_writes: Mutex<Vec<(Cf, Vec<u8>)>>,
 }
 
@@ -22,13 +22,13 @@ impl Faults {
         set(&self.reads, cf, fail);
     }
 
-    /// From now on, single-record writes and deletes of `cf` keys starting with
-    /// `prefix` fail (batches that hold such keys are not affected).
+    /// From now on, writes and deletes of `cf` keys starting with `prefix` fail, and
+    /// so does a batch that holds one.
     pub fn fail_key_writes(&self, cf: Cf, prefix: &[u8]) {
         self.key_writes.lock().push((cf, prefix.to_vec()));
     }
 
-    /// Single-record writes succeed again.
+    /// Those writes succeed again.
     pub fn clear_key_writes(&self) {
         self.key_writes.lock().clear();
     }

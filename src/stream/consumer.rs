@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaResult;
-use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
 use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
@@ -200,18 +200,21 @@ async fn consume(
             continue;
         }
         stats.consumed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let format_of =
+            |message: &BorrowedMessage<'_>| formats.get(message.topic()).copied().unwrap_or(EventFormat::Event);
         let mut events = Vec::with_capacity(batch.len());
+        // The message each of `events` was decoded from.
+        let mut sources = Vec::with_capacity(batch.len());
         let mut reroute = Vec::new();
         let mut next_offsets: BTreeMap<(String, i32), i64> = BTreeMap::new();
         for message in &batch {
-            let format = formats.get(message.topic()).copied().unwrap_or(EventFormat::Event);
             let partition = message.partition() as ShardId;
             // Fetched before its shard was released: its new owner reads it.
             if !placement.is_local(partition) {
                 continue;
             }
-            next_offsets.insert((message.topic().to_owned(), message.partition()), message.offset() + 1);
-            match decode(message, format) {
+            advance(&mut next_offsets, message);
+            match decode(message, format_of(message)) {
                 Ok(event) => {
                     let shard = shard_for(event.routing_key().as_bytes(), shard_count);
                     if shard != partition {
@@ -219,6 +222,7 @@ async fn consume(
                     }
                     if placement.is_local(shard) {
                         events.push(event);
+                        sources.push(message);
                     } else {
                         reroute.push(event);
                     }
@@ -226,7 +230,11 @@ async fn consume(
                 Err(reason) => dead_letter(&dead_letters, message, &reason, &stats).await,
             }
         }
-        apply(&engine, events, &stats).await;
+        let decode_again = |index: usize| {
+            let message = sources[index];
+            decode(message, format_of(message)).expect("a message decodes as it did before")
+        };
+        apply(&engine, events, decode_again, &stats).await;
         if let Some(producer) = &reroute_to {
             produce_again(producer, reroute).await;
         }
@@ -244,6 +252,21 @@ async fn consume(
         offsets_in_flight = Some(tokio::spawn(async move {
             record_offsets(&engine, &next_offsets).await;
         }));
+    }
+}
+
+/// Moves a partition's next offset past `message`; a map of a few partitions, searched
+/// without allocating the topic's name for each message.
+fn advance(next_offsets: &mut BTreeMap<(String, i32), i64>, message: &BorrowedMessage<'_>) {
+    let (topic, partition, next) = (message.topic(), message.partition(), message.offset() + 1);
+    match next_offsets
+        .iter_mut()
+        .find(|((t, p), _)| t == topic && *p == partition)
+    {
+        Some((_, offset)) => *offset = next,
+        None => {
+            next_offsets.insert((topic.to_owned(), partition), next);
+        }
     }
 }
 
@@ -349,16 +372,16 @@ fn obey(
 }
 
 /// With the first message (or the error) received, takes what else arrives within `wait`.
-async fn next_batch(
-    first: KafkaResult<BorrowedMessage<'_>>,
-    consumer: &ShardConsumer,
+async fn next_batch<'c>(
+    first: KafkaResult<BorrowedMessage<'c>>,
+    consumer: &'c ShardConsumer,
     max: usize,
     wait: Duration,
     stats: &SharedStats,
-) -> Vec<OwnedMessage> {
+) -> Vec<BorrowedMessage<'c>> {
     let mut batch = Vec::new();
     match first {
-        Ok(message) => batch.push(message.detach()),
+        Ok(message) => batch.push(message),
         Err(error) => {
             stats.consume_errors.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%error, "kafka consume failed; retrying");
@@ -368,7 +391,7 @@ async fn next_batch(
     }
     while batch.len() < max {
         match tokio::time::timeout(wait, consumer.recv()).await {
-            Ok(Ok(message)) => batch.push(message.detach()),
+            Ok(Ok(message)) => batch.push(message),
             Ok(Err(error)) => {
                 stats.consume_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%error, "kafka consume failed");
@@ -383,7 +406,7 @@ async fn next_batch(
 /// Decodes a message: rankstream's own encoding (REST events), or the topic's format.
 /// A message without an `id` gets one from its position, so a re-delivery is
 /// recognised as the same event.
-pub(super) fn decode(message: &OwnedMessage, format: EventFormat) -> Result<Event, String> {
+pub(super) fn decode(message: &impl Message, format: EventFormat) -> Result<Event, String> {
     let payload = message.payload().ok_or("the message has no payload")?;
     let internal = match payload.strip_prefix(INTERNAL_PREFIX) {
         Some(event) => Some(event),
@@ -416,7 +439,7 @@ pub(super) fn decode(message: &OwnedMessage, format: EventFormat) -> Result<Even
 
 /// Writes a malformed message to the dead-letter topic, retrying until the broker
 /// takes it: its offset is recorded only after, so it is never silently skipped.
-async fn dead_letter(producer: &EventProducer, message: &OwnedMessage, reason: &str, stats: &SharedStats) {
+async fn dead_letter(producer: &EventProducer, message: &impl Message, reason: &str, stats: &SharedStats) {
     let partition = message.partition().to_string();
     let offset = message.offset().to_string();
     tracing::warn!(
@@ -457,29 +480,38 @@ async fn dead_letter(producer: &EventProducer, message: &OwnedMessage, reason: &
 }
 
 /// Applies events through the REST ingest path, retrying what the engine could not
-/// take (a full or stopping shard) until it is durable.
-async fn apply(engine: &Engine, mut events: Vec<Event>, stats: &SharedStats) {
+/// take (a full or stopping shard) until it is durable. The engine takes the events
+/// themselves; one to retry is decoded again from its message (`decode_again` of its
+/// index in `events`), not kept as a copy of every event for the rare retry.
+async fn apply(engine: &Engine, events: Vec<Event>, decode_again: impl Fn(usize) -> Event, stats: &SharedStats) {
+    let mut indexes: Vec<usize> = (0..events.len()).collect();
+    let mut events = events;
     while !events.is_empty() {
-        let results = engine.ingest(events.clone()).await;
+        let results = engine.ingest(events).await;
         let mut retry = Vec::new();
         let (mut applied, mut duplicates) = (0, 0);
-        for (event, result) in events.into_iter().zip(results) {
+        for (&index, result) in indexes.iter().zip(results) {
             match result {
                 Ok(true) => duplicates += 1,
                 Ok(false) => applied += 1,
-                Err(error) => {
-                    tracing::warn!(id = %event.id, %error, "event not applied; retrying");
-                    retry.push(event);
-                }
+                Err(error) => retry.push((index, error)),
             }
         }
         stats.applied.fetch_add(applied as u64, Ordering::Relaxed);
         stats.duplicates.fetch_add(duplicates as u64, Ordering::Relaxed);
         crate::metrics::events("kafka", applied, duplicates, 0);
-        if !retry.is_empty() {
+        events = retry
+            .iter()
+            .map(|(index, error)| {
+                let event = decode_again(*index);
+                tracing::warn!(id = %event.id, %error, "event not applied; retrying");
+                event
+            })
+            .collect();
+        indexes = retry.into_iter().map(|(index, _)| index).collect();
+        if !events.is_empty() {
             tokio::time::sleep(RETRY_PAUSE).await;
         }
-        events = retry;
     }
 }
 
@@ -537,7 +569,7 @@ async fn check_partitions(consumer: &ShardConsumer, topic: &str, shards: u16) ->
 
 #[cfg(test)]
 mod tests {
-    use rdkafka::message::{Header, OwnedHeaders, Timestamp};
+    use rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
     use serde_json::json;
 
     use super::*;

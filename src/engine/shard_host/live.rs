@@ -19,6 +19,15 @@ use crate::engine::signal_board::SignalBoard;
 use crate::storage::{layout, Cf, StorageError};
 use crate::topology::ShardId;
 
+/// About how many bytes of states a checkpoint writes in one batch: large enough that
+/// a write's fixed cost is spread over hundreds of states, small enough that the
+/// batch's copy is no memory peak. (Unit tests take a few states a batch, to cross
+/// batches with a few hundred keys.)
+#[cfg(not(test))]
+const PERSIST_BATCH_BYTES: usize = 1 << 20;
+#[cfg(test)]
+const PERSIST_BATCH_BYTES: usize = 1 << 10;
+
 /// The live keys of one kind on this shard.
 pub(super) struct Registry<K: LiveKind> {
     /// Least recently used first out.
@@ -253,14 +262,33 @@ impl ShardHost {
             .unwrap_or_default())
     }
 
-    /// Persists every live key of a kind that changed; the first failure, if any
-    /// (the others are still tried).
+    /// Persists every live key of a kind that changed, in unlogged batches of about
+    /// [`PERSIST_BATCH_BYTES`]: one write per batch rather than one per key (a
+    /// checkpoint of a busy shard writes thousands). The first failure, if any (the
+    /// other batches are still tried; the keys of a failed one stay dirty).
     pub(super) fn persist_live<K: Hosted>(&mut self) -> Result<(), StorageError> {
         let (storage, shard) = (self.storage.clone(), self.shard);
         let mut failed = None;
-        for (key, entry) in K::registry(self).live.iter_mut() {
-            if let Err(error) = entry.persist::<K>(&storage, shard, key) {
-                failed.get_or_insert(error);
+        let mut buffer = Vec::new();
+        let mut dirty = K::registry(self)
+            .live
+            .iter_mut()
+            .filter(|(_, entry)| entry.is_dirty())
+            .peekable();
+        while dirty.peek().is_some() {
+            let mut batch = storage.batch();
+            let mut in_batch = Vec::new();
+            while batch.size_in_bytes() < PERSIST_BATCH_BYTES {
+                let Some((key, entry)) = dirty.next() else { break };
+                entry.persist_into::<K>(&mut batch, &mut buffer, shard, key);
+                in_batch.push(entry);
+            }
+            match batch.commit_unlogged() {
+                Ok(()) => in_batch.into_iter().for_each(LiveEntry::persisted),
+                Err(error) => {
+                    tracing::error!(kind = K::NAME, %error, keys = in_batch.len(), "failed to persist live state");
+                    failed.get_or_insert(error);
+                }
             }
         }
         failed.map_or(Ok(()), Err)
