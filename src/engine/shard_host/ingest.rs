@@ -4,12 +4,14 @@
 //! learner. Also the handlers of other hosts' hand-overs (a session's events, a
 //! session to absorb).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::ready;
 use std::sync::Arc;
 
 use actix::{ActorFutureExt, AsyncContext, Context, Handler, ResponseFuture, WrapFuture};
 use futures::future::{BoxFuture, FutureExt, Shared};
+use indexmap::IndexMap;
+use rustc_hash::FxBuildHasher;
 use tokio::sync::oneshot;
 
 use super::super::live_entry::{completion, Completion, Session, User};
@@ -161,10 +163,10 @@ impl ShardHost {
                 }
             }
         }
-        for (uid, events) in users.groups {
+        for (uid, events) in users.0 {
             self.apply::<User>(&uid, &events, &done);
         }
-        for (sid, events) in local_sessions.groups {
+        for (sid, events) in local_sessions.0 {
             self.apply::<Session>(&sid, &events, &done);
         }
         // Bounded by what is in flight: every message holds `done`, and the batch's
@@ -172,25 +174,21 @@ impl ShardHost {
         for (shard, sessions) in remote_sessions {
             self.router
                 .host(shard)
-                .do_send(RouteSessions(sessions.groups, done.clone()));
+                .do_send(RouteSessions(sessions.0.into_iter().collect(), done.clone()));
         }
     }
 }
 
 /// Events grouped by key, keys in first-seen order, events in sequence order.
 #[derive(Default)]
-struct Grouped {
-    groups: Vec<(String, Vec<Arc<SequencedEvent>>)>,
-    index: HashMap<String, usize>,
-}
+struct Grouped(IndexMap<String, Vec<Arc<SequencedEvent>>, FxBuildHasher>);
 
 impl Grouped {
     fn push(&mut self, key: &str, event: Arc<SequencedEvent>) {
-        match self.index.get(key) {
-            Some(&at) => self.groups[at].1.push(event),
+        match self.0.get_mut(key) {
+            Some(events) => events.push(event),
             None => {
-                self.index.insert(key.to_owned(), self.groups.len());
-                self.groups.push((key.to_owned(), vec![event]));
+                self.0.insert(key.to_owned(), vec![event]);
             }
         }
     }
@@ -209,8 +207,9 @@ impl Handler<Ingest> for ShardHost {
             Err(error) => return Box::pin(ready(Err(error.into()))),
         };
         let mut duplicates = Vec::with_capacity(events.len());
-        let mut accepted = Vec::new();
-        let mut ops = Vec::new();
+        let mut accepted = Vec::with_capacity(events.len());
+        // An event is three writes: its log entry, its id and its user's index.
+        let mut ops = Vec::with_capacity(3 * events.len());
         for ((event, stored), id_key) in events.into_iter().zip(stored).zip(id_keys) {
             let duplicate = stored.is_some() || !self.ids_in_flight.insert(event.id.clone());
             duplicates.push(duplicate);
