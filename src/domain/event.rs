@@ -9,8 +9,10 @@ use crate::time::{format_rfc3339, parse_time_value};
 use crate::topology::ShardId;
 
 mod plain;
+mod stored;
 
 pub use plain::decode_plain_v1;
+pub use stored::{decode_stored, encode_stored};
 
 /// Largest custom object value in an event, serialized.
 const MAX_OBJECT_BYTES: usize = 4 * 1024;

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use actix::{Actor, Context, Handler, Message, MessageResult};
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::catalog::{
@@ -15,6 +14,7 @@ use super::catalog::{
     TableRecord, TableRegistry,
 };
 use crate::clock::SharedClock;
+use crate::domain::event::{decode_stored, Event};
 use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::ShardId;
 
@@ -295,12 +295,6 @@ impl Message for DeleteUser {
     type Result = Result<UserRows, CatalogError>;
 }
 
-/// The one field of a stored event a deletion reads.
-#[derive(Deserialize)]
-struct EventSession {
-    sid: Option<String>,
-}
-
 impl Handler<DeleteUser> for CatalogShard {
     type Result = Result<UserRows, CatalogError>;
 
@@ -318,7 +312,7 @@ impl Handler<DeleteUser> for CatalogShard {
             let (index_key, event_id) = entry?;
             let log_key = &index_key[prefix.len()..];
             if let Some(stored) = self.storage.get(Cf::Events, log_key)? {
-                if let Ok(EventSession { sid: Some(sid) }) = serde_json::from_slice(&stored) {
+                if let Ok(Event { sid: Some(sid), .. }) = decode_stored(&stored) {
                     removed.sessions.insert(sid);
                 }
             }

@@ -8,12 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use memchr::memmem;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::catalog::CatalogError;
 use super::catalog_shard::DeleteUser;
 use super::shard_host::Wipe;
 use super::{mailbox_error, Engine, LiveStateError};
+use crate::domain::event::decode_stored;
 use crate::domain::live_state::LiveState;
 use crate::domain::live_state_id::LiveStateId;
 use crate::storage::{layout, Cf, Storage, StorageError};
@@ -46,14 +47,6 @@ pub struct UserRemoval {
     /// The shards whose key ranges held what was removed (to purge).
     #[serde(skip)]
     pub shards: BTreeSet<ShardId>,
-}
-
-/// The fields of a stored event that say whose it is.
-#[derive(Deserialize)]
-struct Owner {
-    id: String,
-    uid: Option<String>,
-    sid: Option<String>,
 }
 
 impl Engine {
@@ -136,18 +129,19 @@ fn remove_session_events(
         }
         batch.delete(Cf::SessionEvents, &index_key);
     }
-    // The sid as the events' JSON spells it.
+    // The sid as binary records hold it, and as JSON ones (written by earlier
+    // versions) spell it: a record holding neither is not the session's.
     let quoted = serde_json::to_vec(sid).expect("a string serializes");
-    let finder = memmem::Finder::new(&quoted);
+    let needles = [memmem::Finder::new(sid.as_bytes()), memmem::Finder::new(&quoted)];
     let mut removed = 0;
     for (&source, &start) in &starts {
         let log = layout::event_log_prefix(source);
         for entry in storage.scan_from(Cf::Events, &layout::event_log(source, start), &log) {
             let (log_key, bytes) = entry?;
-            if finder.find(&bytes).is_none() {
+            if needles.iter().all(|needle| needle.find(&bytes).is_none()) {
                 continue;
             }
-            let Ok(owner) = serde_json::from_slice::<Owner>(&bytes) else {
+            let Ok(owner) = decode_stored(&bytes) else {
                 continue;
             };
             if owner.sid.as_deref() == Some(sid) && owner.uid.as_deref().is_none_or(|owner| owner == uid) {

@@ -26,7 +26,7 @@ use futures::future::join_all;
 
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
-use crate::domain::event::{DurableEventSink, Event};
+use crate::domain::event::{decode_stored, DurableEventSink, Event};
 use crate::domain::live_state::{DecayParams, LiveState};
 use crate::domain::live_state_id::LiveStateId;
 use crate::domain::outcome::{Outcome, OutcomeObserver};
@@ -542,10 +542,10 @@ impl Engine {
             let Some(bytes) = self.storage.get(Cf::Events, &log_key)? else {
                 continue;
             };
-            return serde_json::from_slice(&bytes).map_err(|error| {
+            return decode_stored(&bytes).map_err(|reason| {
                 StorageError::Corrupt {
                     key: format!("event {id}"),
-                    reason: error.to_string(),
+                    reason,
                 }
                 .into()
             });

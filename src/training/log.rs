@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::domain::event::Event;
+use crate::domain::event::{decode_stored, Event};
 use crate::storage::{layout, Cf, Entry, Storage, StorageError};
 use crate::topology::ShardId;
 
@@ -67,7 +67,7 @@ impl<'a> MergedLog<'a> {
             };
             // One unreadable record (stored by an older version that let a body nest
             // deeper than it can read back) must not stop every rebuild: it is skipped.
-            let event: Event = match serde_json::from_slice(&value) {
+            let event = match decode_stored(&value) {
                 Ok(event) => event,
                 Err(error) => {
                     tracing::warn!(shard, seq, %error, "an unreadable event in the log is not learned");

@@ -18,7 +18,7 @@ use super::super::live_entry::{completion, Completion, Session, User};
 use super::super::LiveStateError;
 use super::messages::{AbsorbSession, Ingest, RouteSessions};
 use super::{PendingIngest, ShardHost};
-use crate::domain::event::{Event, SequencedEvent};
+use crate::domain::event::{encode_stored, Event, SequencedEvent};
 use crate::storage::{layout, Cf, Op, StorageError};
 use crate::topology::ShardId;
 
@@ -226,7 +226,7 @@ impl Handler<Ingest> for ShardHost {
                     value: event.id.clone().into_bytes(),
                 });
             }
-            let value = serde_json::to_vec(&event).expect("events serialize");
+            let value = encode_stored(&event);
             ops.push(Op::Put {
                 cf: Cf::Events,
                 key: id_key,

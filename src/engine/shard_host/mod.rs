@@ -39,7 +39,7 @@ use super::live_entry::{LiveKind, Session, User};
 use super::signal_board::SignalBoard;
 use super::LiveStateError;
 use crate::clock::SharedClock;
-use crate::domain::event::{DurableEventSink, Event};
+use crate::domain::event::{decode_stored, DurableEventSink, Event};
 use crate::domain::live_state::DecayParams;
 use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::ShardId;
@@ -182,8 +182,8 @@ impl Actor for ShardHost {
 
 /// An event as the log stores it.
 pub(super) fn decode_logged(source: ShardId, seq: u64, bytes: &[u8]) -> Result<Event, StorageError> {
-    serde_json::from_slice(bytes).map_err(|error| StorageError::Corrupt {
+    decode_stored(bytes).map_err(|reason| StorageError::Corrupt {
         key: format!("event {seq} of shard {source}"),
-        reason: error.to_string(),
+        reason,
     })
 }
