@@ -101,8 +101,9 @@ pub enum StorageError {
 /// keys (`[shard]0x01[id]`) interleave with them: a memtable insert position kept per
 /// 3-byte prefix (shard and tag) finds a log key's place next to the last one instead
 /// of searching the whole skip list from its head, as one shared position does when
-/// the two kinds alternate. The hint applies to writes that RocksDB does not run
-/// concurrently, which is all of them here: the group commit is a single writer.
+/// the two kinds alternate. RocksDB uses the hint for writes it does not run
+/// concurrently: the group commit writes the events alone; a write grouped with
+/// another thread's (a deletion, say) inserts as before.
 fn events_options() -> Result<Options, StorageError> {
     Ok(Options::default()
         .get_options_from_string("memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.3")?)

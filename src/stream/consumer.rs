@@ -230,6 +230,8 @@ async fn consume(
                 Err(reason) => dead_letter(&dead_letters, message, &reason, &stats).await,
             }
         }
+        // The same bytes through the same decoder: only a time the event left out (the
+        // time of decoding) can differ.
         let decode_again = |index: usize| {
             let message = sources[index];
             decode(message, format_of(message)).expect("a message decodes as it did before")

@@ -19,6 +19,8 @@ use super::Event;
 const BINARY_V1: u8 = 0x01;
 
 /// The fields of [`Event`] in order; strings borrowed when written, owned when read.
+/// postcard writes no field names: a change here is a new encoding, under a new
+/// version byte, with this one still read.
 #[derive(Serialize, Deserialize)]
 struct Stored<'a> {
     id: Cow<'a, str>,
