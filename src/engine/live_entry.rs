@@ -216,9 +216,10 @@ impl LiveEntry {
         if !self.dirty {
             return Ok(());
         }
-        let value = postcard::to_allocvec(&self.state).expect("live state serializes");
-        storage
-            .put_unlogged(Cf::State, &K::state_key(shard, key), &value)
+        let mut batch = storage.batch();
+        self.persist_into::<K>(&mut batch, &mut Vec::new(), shard, key);
+        batch
+            .commit_unlogged()
             .inspect_err(|error| tracing::error!(kind = K::NAME, %key, %error, "failed to persist live state"))?;
         self.dirty = false;
         Ok(())
