@@ -1,12 +1,16 @@
 //! Produces events to Kafka with acks=all, each to the partition of its routing
 //! key's shard (murmur2, as Kafka's Java default partitioner would choose).
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use futures::channel::oneshot;
 use futures::future::join_all;
+use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{OwnedHeaders, ToBytes};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::message::{DeliveryResult, Message, OwnedHeaders, ToBytes};
+use rdkafka::producer::{BaseProducer, BaseRecord, FutureRecord, ProducerContext};
 
 use super::{client_config, StreamError, INTERNAL_PREFIX};
 use crate::config::KafkaConfig;
@@ -23,6 +27,13 @@ const REQUEST_TIMEOUT_MS: &str = "4000";
 /// sooner, but a message caught in flight when the broker dies has been seen to wait
 /// past a REST request's 10 s deadline (408 instead of 503).
 const SEND_DEADLINE: Duration = Duration::from_secs(7);
+/// How long one poll of the producer's events waits for them. Acknowledgements are
+/// served as they arrive, whatever this is; it is how often the polling thread checks
+/// that it should stop. rdkafka's own polling thread waits 100 ms and, since each poll
+/// also spins through its last millisecond, kept ~1% of a core busy per producer, idle.
+const POLL_WINDOW: Duration = Duration::from_secs(1);
+/// How long a send waits before it tries again when the producer's queue is full.
+const QUEUE_FULL_RETRY: Duration = Duration::from_millis(100);
 
 /// An acks=all producer, ordered per partition (one request in flight per broker).
 ///
@@ -32,7 +43,30 @@ const SEND_DEADLINE: Duration = Duration::from_secs(7);
 /// event once by its id and a catalog write is an upsert, so state does not change;
 /// the other nodes' learners (which read partitions by offset) count such a copy twice.
 pub struct Producer {
-    producer: FutureProducer,
+    producer: Arc<BaseProducer<Acknowledgements>>,
+    /// Tells the polling thread to stop (within [`POLL_WINDOW`]) when this is dropped.
+    stop: Arc<AtomicBool>,
+}
+
+/// What a send waits for: the partition's offset of its message, or why it failed.
+type Acknowledgement = oneshot::Sender<Result<i64, KafkaError>>;
+
+/// Hands each delivery report to the send that waits for it.
+struct Acknowledgements;
+
+impl ClientContext for Acknowledgements {}
+
+impl ProducerContext for Acknowledgements {
+    type DeliveryOpaque = Box<Acknowledgement>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, acknowledgement: Box<Acknowledgement>) {
+        let offset = result
+            .as_ref()
+            .map(|message| message.offset())
+            .map_err(|(error, _)| error.clone());
+        // A send that gave up waiting dropped its receiver.
+        let _ = acknowledgement.send(offset);
+    }
 }
 
 impl Producer {
@@ -56,9 +90,20 @@ impl Producer {
         for (key, value) in &config.client {
             settings.set(key, value);
         }
-        Ok(Producer {
-            producer: settings.create()?,
-        })
+        let producer: Arc<BaseProducer<Acknowledgements>> = Arc::new(settings.create_with_context(Acknowledgements)?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (polled, stopping) = (producer.clone(), stop.clone());
+        // Detached: it stops within a poll window of the drop, and the last of the
+        // producer goes with it.
+        std::thread::Builder::new()
+            .name("kafka-producer".into())
+            .spawn(move || {
+                while !stopping.load(Ordering::Relaxed) {
+                    polled.poll(POLL_WINDOW);
+                }
+            })
+            .map_err(|error| StreamError::Setup(format!("no producer polling thread: {error}")))?;
+        Ok(Producer { producer, stop })
     }
 
     /// Produces one message and waits for the broker's acknowledgement; answers the
@@ -68,11 +113,49 @@ impl Producer {
         K: ToBytes + ?Sized,
         P: ToBytes + ?Sized,
     {
-        let send = self.producer.send(record, PRODUCE_TIMEOUT);
-        match tokio::time::timeout(SEND_DEADLINE, send).await {
-            Ok(sent) => sent.map(|delivery| delivery.offset).map_err(|(error, _)| error),
+        match tokio::time::timeout(SEND_DEADLINE, self.deliver(record)).await {
+            Ok(sent) => sent,
             Err(_) => Err(KafkaError::MessageProduction(RDKafkaErrorCode::MessageTimedOut)),
         }
+    }
+
+    /// Queues the message, waiting up to [`PRODUCE_TIMEOUT`] for room in a full queue,
+    /// then waits for its delivery report.
+    async fn deliver<K, P>(&self, record: FutureRecord<'_, K, P>) -> Result<i64, KafkaError>
+    where
+        K: ToBytes + ?Sized,
+        P: ToBytes + ?Sized,
+    {
+        let (acknowledgement, acknowledged) = oneshot::channel();
+        let mut record = BaseRecord {
+            topic: record.topic,
+            partition: record.partition,
+            payload: record.payload,
+            key: record.key,
+            timestamp: record.timestamp,
+            headers: record.headers,
+            delivery_opaque: Box::new(acknowledgement),
+        };
+        let started = Instant::now();
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), returned))
+                    if started.elapsed() < PRODUCE_TIMEOUT =>
+                {
+                    record = returned;
+                    tokio::time::sleep(QUEUE_FULL_RETRY).await;
+                }
+                Err((error, _)) => return Err(error),
+            }
+        }
+        acknowledged.await.unwrap_or(Err(KafkaError::Canceled))
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
