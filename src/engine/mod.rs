@@ -385,8 +385,15 @@ impl Engine {
         Fut: Future<Output = Result<Vec<Result<R, E>>, E>>,
     {
         let mut results: Vec<Option<Result<R, E>>> = (0..items.len()).map(|_| None).collect();
-        let mut per_shard: Vec<(Vec<usize>, Vec<T>)> =
-            (0..self.shards.len()).map(|_| (Vec::new(), Vec::new())).collect();
+        // Each shard's part allocated at its size (events are large to copy as a part grows).
+        let mut sizes = vec![0; self.shards.len()];
+        for (shard, _) in items.iter().flatten() {
+            sizes[*shard as usize] += 1;
+        }
+        let mut per_shard: Vec<(Vec<usize>, Vec<T>)> = sizes
+            .into_iter()
+            .map(|size| (Vec::with_capacity(size), Vec::with_capacity(size)))
+            .collect();
         for (index, item) in items.into_iter().enumerate() {
             match item {
                 Ok((shard, item)) => {

@@ -17,11 +17,27 @@ use super::{Cf, Storage, StorageError};
 /// Batches written together at most, so one huge burst still answers in parts.
 const MAX_JOBS_PER_COMMIT: usize = 4096;
 
+/// A write batch's bytes beyond its writes' keys and values: its header, and each
+/// write's tag, column family and lengths (varints), at most.
+const BATCH_HEADER_BYTES: usize = 12;
+const OP_OVERHEAD_BYTES: usize = 16;
+
 /// One write of a batch.
 #[derive(Debug, Clone)]
 pub enum Op {
     Put { cf: Cf, key: Vec<u8>, value: Vec<u8> },
     Delete { cf: Cf, key: Vec<u8> },
+}
+
+impl Op {
+    /// About what the write takes in a write batch (never less).
+    fn batch_bytes(&self) -> usize {
+        OP_OVERHEAD_BYTES
+            + match self {
+                Op::Put { key, value, .. } => key.len() + value.len(),
+                Op::Delete { key, .. } => key.len(),
+            }
+    }
 }
 
 enum Job {
@@ -100,7 +116,17 @@ fn write_loop(storage: Storage, queue: Receiver<Job>) {
         }
         let started = Instant::now();
         let mut writes = 0;
-        let mut batch = storage.batch();
+        // Sized at once: grown write by write, the batch's buffer was copied at every
+        // doubling (~3% of the server's CPU under Kafka ingest).
+        let bytes = jobs
+            .iter()
+            .flat_map(|job| match job {
+                Job::Write { ops, .. } => ops.as_slice(),
+                Job::Close => &[],
+            })
+            .map(Op::batch_bytes)
+            .sum::<usize>();
+        let mut batch = storage.batch_with_capacity(BATCH_HEADER_BYTES + bytes);
         let mut waiting = Vec::with_capacity(jobs.len());
         for job in jobs {
             match job {

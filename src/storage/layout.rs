@@ -44,7 +44,13 @@ pub fn user(shard: ShardId, uid: &str) -> Vec<u8> {
 
 /// `user_events`: `[shard][uid]0x00` — followed by the event key of each of the user's events.
 pub fn user_events_prefix(shard: ShardId, uid: &str) -> Vec<u8> {
-    let mut key = user(shard, uid);
+    name_prefix(shard, uid, 0)
+}
+
+/// `[shard][name]0x00`, with room for `more` bytes after it.
+fn name_prefix(shard: ShardId, name: &str, more: usize) -> Vec<u8> {
+    let mut key = with_shard(shard, name.len() + 1 + more);
+    key.extend_from_slice(name.as_bytes());
     key.push(SEPARATOR);
     key
 }
@@ -115,23 +121,20 @@ const REC_TAG: u8 = 0x02;
 
 /// `user_events`: `[shard][uid]0x00[log key]` → the event id.
 pub fn user_event(shard: ShardId, uid: &str, log_key: &[u8]) -> Vec<u8> {
-    let mut key = user_events_prefix(shard, uid);
+    let mut key = name_prefix(shard, uid, log_key.len());
     key.extend_from_slice(log_key);
     key
 }
 
 /// `session_events`: `[shard][sid]0x00` — followed by a log key where the session's events start.
 pub fn session_events_prefix(shard: ShardId, sid: &str) -> Vec<u8> {
-    let mut key = with_shard(shard, sid.len() + 1);
-    key.extend_from_slice(sid.as_bytes());
-    key.push(SEPARATOR);
-    key
+    name_prefix(shard, sid, 0)
 }
 
 /// `session_events`: `[shard][sid]0x00[log key]` → nothing: the sid's events in that
 /// log start at or after this key; `shard` is the sid's.
 pub fn session_event(shard: ShardId, sid: &str, log_key: &[u8]) -> Vec<u8> {
-    let mut key = session_events_prefix(shard, sid);
+    let mut key = name_prefix(shard, sid, log_key.len());
     key.extend_from_slice(log_key);
     key
 }

@@ -389,9 +389,18 @@ impl Storage {
 
     /// A new empty write batch.
     pub fn batch(&self) -> Batch<'_> {
+        self.batch_of(WriteBatch::default())
+    }
+
+    /// A batch whose buffer is allocated for `bytes` at once.
+    pub fn batch_with_capacity(&self, bytes: usize) -> Batch<'_> {
+        self.batch_of(WriteBatch::with_capacity_bytes(bytes))
+    }
+
+    fn batch_of(&self, inner: WriteBatch) -> Batch<'_> {
         Batch {
             storage: self,
-            inner: WriteBatch::default(),
+            inner,
             #[cfg(test)]
             injected: None,
         }
