@@ -104,15 +104,9 @@ pub enum StorageError {
 /// the two kinds alternate. RocksDB uses the hint for writes it does not run
 /// concurrently: the group commit writes the events alone; a write grouped with
 /// another thread's (a deletion, say) inserts as before.
-///
-/// Every event's id is looked up before it is written (the duplicate check), and a new
-/// id is in no memtable: a whole-key bloom filter on the memtables answers that
-/// without searching their skip lists (2% of the write buffer, ~25 bits a key).
 fn events_options() -> Result<Options, StorageError> {
-    Ok(Options::default().get_options_from_string(
-        "memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.3;\
-         memtable_prefix_bloom_size_ratio=0.02;memtable_whole_key_filtering=true",
-    )?)
+    Ok(Options::default()
+        .get_options_from_string("memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.3")?)
 }
 
 /// Flushes write level 0 uncompressed, compactions compress the levels below it
