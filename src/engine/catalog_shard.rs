@@ -306,21 +306,27 @@ impl Handler<DeleteUser> for CatalogShard {
         };
         let mut batch = self.storage.batch();
         batch.delete(Cf::Users, &key);
-        // The index holds `prefix ++ log key` → event id: the event, its id entry and the index entry go.
+        // The index holds `prefix ++ log key`: the event, its id entry and the index entry go.
+        // The id is the logged event's (older index entries also hold it as their value).
         let prefix = layout::user_events_prefix(self.shard, &message.uid);
         for entry in self.storage.scan_prefix(Cf::UserEvents, &prefix) {
-            let (index_key, event_id) = entry?;
+            let (index_key, indexed_id) = entry?;
             let log_key = &index_key[prefix.len()..];
-            if let Some(stored) = self.storage.get(Cf::Events, log_key)? {
-                if let Ok(Event { sid: Some(sid), .. }) = decode_stored(&stored) {
-                    removed.sessions.insert(sid);
-                }
+            let logged = match self.storage.get(Cf::Events, log_key)? {
+                Some(stored) => decode_stored(&stored).ok(),
+                None => None,
+            };
+            let event_id = match &logged {
+                Some(event) => Some(event.id.clone()),
+                None => (!indexed_id.is_empty()).then(|| String::from_utf8_lossy(&indexed_id).into_owned()),
+            };
+            if let Some(Event { sid: Some(sid), .. }) = logged {
+                removed.sessions.insert(sid);
             }
             batch.delete(Cf::Events, log_key);
-            batch.delete(
-                Cf::Events,
-                &layout::event_id(self.shard, &String::from_utf8_lossy(&event_id)),
-            );
+            if let Some(event_id) = event_id {
+                batch.delete(Cf::Events, &layout::event_id(self.shard, &event_id));
+            }
             batch.delete(Cf::UserEvents, &index_key);
             removed.events_removed += 1;
         }

@@ -119,7 +119,8 @@ const LOG_TAG: u8 = 0x00;
 const ID_TAG: u8 = 0x01;
 const REC_TAG: u8 = 0x02;
 
-/// `user_events`: `[shard][uid]0x00[log key]` → the event id.
+/// `user_events`: `[shard][uid]0x00[log key]` → nothing (before 2026-11-28: the event id;
+/// readers take the id from the logged event).
 pub fn user_event(shard: ShardId, uid: &str, log_key: &[u8]) -> Vec<u8> {
     let mut key = name_prefix(shard, uid, log_key.len());
     key.extend_from_slice(log_key);

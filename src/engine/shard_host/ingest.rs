@@ -223,7 +223,7 @@ impl Handler<Ingest> for ShardHost {
                 ops.push(Op::Put {
                     cf: Cf::UserEvents,
                     key: layout::user_event(self.shard, uid, &log_key),
-                    value: event.id.clone().into_bytes(),
+                    value: Vec::new(),
                 });
             }
             let value = encode_stored(&event);
