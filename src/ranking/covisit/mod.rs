@@ -69,7 +69,9 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::{footprint, ItemIndex};
+use neighbours::Neighbours;
 
+mod neighbours;
 mod scoring;
 
 pub use scoring::PartName;
@@ -197,7 +199,7 @@ struct ItemState {
     /// Decayed click count (in units of the current time scale).
     pop: f32,
     /// Decayed weighted pair counts W[self][j].
-    nbrs: FxHashMap<ItemIndex, f32>,
+    nbrs: Neighbours,
     /// Ordinals of the most recent sessions containing the item (oldest first).
     sessions: VecDeque<u64>,
 }
@@ -283,9 +285,7 @@ impl ItemTable {
             let state = unshared(state, &mut self.copying);
             state.pop *= factor;
             *norm = target_norm(state.pop, p);
-            for w in state.nbrs.values_mut() {
-                *w *= factor;
-            }
+            state.nbrs.scale(factor);
         }
     }
 }
@@ -371,7 +371,7 @@ impl SessionModel {
         let per_item: usize = items
             .states
             .iter()
-            .map(|state| footprint::shared(state) + footprint::map(&state.nbrs) + footprint::deque(&state.sessions))
+            .map(|state| footprint::shared(state) + state.nbrs.heap_bytes() + footprint::deque(&state.sessions))
             .sum();
         let sessions: usize = self
             .sessions
@@ -476,10 +476,10 @@ impl SessionModel {
             }
             let gap = (d + 1) as f32;
             let wf = tw * if fp == 1.0 { 1.0 / gap } else { gap.powf(-fp) };
-            add_pair(self.items.get_mut(prev, &self.params), item, wf, cap);
+            self.items.get_mut(prev, &self.params).nbrs.add(item, wf, cap);
             if bw > 0.0 {
                 let wb = tw * bw * if bp == 1.0 { 1.0 / gap } else { gap.powf(-bp) };
-                add_pair(self.items.get_mut(item, &self.params), prev, wb, cap);
+                self.items.get_mut(item, &self.params).nbrs.add(prev, wb, cap);
             }
         }
 
@@ -520,18 +520,6 @@ mod shared {
         D: Deserializer<'de>,
     {
         Ok(Vec::<T>::deserialize(deserializer)?.into_iter().map(Arc::new).collect())
-    }
-}
-
-/// W[from][to] += w, pruning `from`'s neighbour map to its `cap` heaviest
-/// entries once it holds more than 2*cap.
-fn add_pair(st: &mut ItemState, to: ItemIndex, w: f32, cap: usize) {
-    *st.nbrs.entry(to).or_insert(0.0) += w;
-    if st.nbrs.len() > 2 * cap.max(1) {
-        let mut v: Vec<(ItemIndex, f32)> = st.nbrs.drain().collect();
-        v.select_nth_unstable_by(cap, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        v.truncate(cap);
-        st.nbrs.extend(v);
     }
 }
 

@@ -273,7 +273,7 @@ impl SessionModel {
                     } else {
                         1.0
                     };
-                for (&j, &w) in st.nbrs.iter() {
+                for (j, w) in st.nbrs.iter() {
                     out.ii.add(j, r * w * self.items.target_norm(j, p));
                 }
             }
