@@ -70,9 +70,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{footprint, ItemIndex};
 use neighbours::Neighbours;
+use session_list::{SessionList, SWEEP_EVERY};
 
 mod neighbours;
 mod scoring;
+mod session_list;
 
 pub use scoring::PartName;
 
@@ -194,29 +196,14 @@ impl Params {
     }
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct ItemState {
     /// Decayed click count (in units of the current time scale).
     pop: f32,
     /// Decayed weighted pair counts W[self][j].
     nbrs: Neighbours,
     /// Ordinals of the most recent sessions containing the item (oldest first).
-    sessions: VecDeque<u64>,
-}
-
-/// A copy keeps the capacity of the session list: the learner copies a state a
-/// snapshot shares, then pushes to it, and a full list copied to its length would
-/// double at that push.
-impl Clone for ItemState {
-    fn clone(&self) -> Self {
-        let mut sessions = VecDeque::with_capacity(self.sessions.capacity());
-        sessions.extend(self.sessions.iter().copied());
-        ItemState {
-            pop: self.pop,
-            nbrs: self.nbrs.clone(),
-            sessions,
-        }
-    }
+    sessions: SessionList,
 }
 
 /// Item states by item index (the indexes are dense): one slot read per neighbour
@@ -276,6 +263,14 @@ impl ItemTable {
         match self.target_norm.get(item as usize) {
             Some(&norm) => norm,
             None => target_norm(0.0, p),
+        }
+    }
+
+    /// Drops the sessions older than `first` from every item's list (`next`: the next
+    /// session ordinal), so that every ordinal listed is told from its low bits.
+    fn drop_sessions_before(&mut self, first: u64, next: u64) {
+        for state in &mut self.states {
+            unshared(state, &mut self.copying).sessions.drop_before(first, next);
         }
     }
 
@@ -371,7 +366,7 @@ impl SessionModel {
         let per_item: usize = items
             .states
             .iter()
-            .map(|state| footprint::shared(state) + state.nbrs.heap_bytes() + footprint::deque(&state.sessions))
+            .map(|state| footprint::shared(state) + state.nbrs.heap_bytes() + state.sessions.heap_bytes())
             .sum();
         let sessions: usize = self
             .sessions
@@ -428,6 +423,9 @@ impl SessionModel {
                         self.key_to_sid.remove(&old.key);
                     }
                     self.first_sid += 1;
+                    if self.first_sid % SWEEP_EVERY == 0 {
+                        self.items.drop_sessions_before(self.first_sid, s + 1);
+                    }
                 }
                 s
             }
@@ -489,10 +487,7 @@ impl SessionModel {
         }
         let st = self.items.add_pop(item, tw, &self.params);
         if !already {
-            st.sessions.push_back(sid);
-            while st.sessions.len() > spi {
-                st.sessions.pop_front();
-            }
+            st.sessions.push(sid, spi);
         }
     }
 }

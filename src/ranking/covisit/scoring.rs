@@ -362,27 +362,32 @@ impl SessionModel {
     /// most recent first. An item lists up to `knn_sessions_per_item` sessions, so ten
     /// popular items give thousands: then they are made distinct by a set and the most
     /// recent chosen in linear time, and only those are sorted. A few are sorted as
-    /// they come (a set costs more than it saves there).
+    /// they come (a set costs more than it saves there). Sessions are chosen by how
+    /// far back they are (32 bits, as the lists hold them), and only the chosen are
+    /// turned into ordinals.
     fn knn_candidates(&self, distinct: &[(ItemIndex, usize)], sample: usize) -> Vec<u64> {
         let states: Vec<&ItemState> = distinct.iter().filter_map(|&(it, _)| self.items.get(it)).collect();
-        let listed = states.iter().flat_map(|st| st.sessions.iter().copied());
-        let stored = listed.filter(|&s| s >= self.first_sid);
-        let mut cand: Vec<u64>;
+        let next = self.next_sid();
+        // The stored sessions are 1 to `stored` back.
+        let stored = u32::try_from(self.sessions.len()).unwrap_or(u32::MAX);
+        let listed = states.iter().flat_map(|st| st.sessions.backs(next));
+        let backs = listed.filter(|&back| back.wrapping_sub(1) < stored);
+        let mut cand: Vec<u32>;
         if states.iter().map(|st| st.sessions.len()).sum::<usize>() <= SORTED_CANDIDATES.max(2 * sample) {
-            cand = stored.collect();
-            cand.sort_unstable_by(|a, b| b.cmp(a));
+            cand = backs.collect();
+            cand.sort_unstable();
             cand.dedup();
         } else {
-            let mut seen: FxHashSet<u64> = FxHashSet::default();
-            cand = stored.filter(|&s| seen.insert(s)).collect();
+            let mut seen: FxHashSet<u32> = FxHashSet::default();
+            cand = backs.filter(|&back| seen.insert(back)).collect();
             if cand.len() > sample {
-                cand.select_nth_unstable_by(sample, |a, b| b.cmp(a));
+                cand.select_nth_unstable(sample);
                 cand.truncate(sample);
             }
-            cand.sort_unstable_by(|a, b| b.cmp(a));
+            cand.sort_unstable();
         }
         cand.truncate(sample);
-        cand
+        cand.into_iter().map(|back| next - back as u64).collect()
     }
 }
 
@@ -462,7 +467,7 @@ mod tests {
             let mut expected: Vec<u64> = distinct
                 .iter()
                 .filter_map(|&(it, _)| model.items.get(it))
-                .flat_map(|state| state.sessions.iter().copied())
+                .flat_map(|state| state.sessions.iter(model.next_sid()))
                 .filter(|&sid| sid >= model.first_sid)
                 .collect();
             expected.sort_unstable_by(|a, b| b.cmp(a));
