@@ -202,7 +202,7 @@ struct ItemState {
     pop: f32,
     /// Decayed weighted pair counts W[self][j].
     nbrs: Neighbours,
-    /// Ordinals of the most recent sessions containing the item (oldest first).
+    /// The most recent sessions containing the item, in the order they came to it.
     sessions: SessionList,
 }
 
