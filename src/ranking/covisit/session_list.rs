@@ -36,7 +36,7 @@ impl Clone for SessionList {
 }
 
 impl SessionList {
-    /// Appends `sid`, newer than every ordinal listed; keeps the newest `keep`.
+    /// Appends `sid` (a stored session: at most 2^32 − 1 back); keeps the last `keep` added.
     pub fn push(&mut self, sid: u64, keep: usize) {
         self.0.push_back(sid as u32);
         while self.0.len() > keep {
@@ -53,7 +53,7 @@ impl SessionList {
     /// How far back each listed session is from the model's next ordinal `next`
     /// (1: the latest session), in list order: what an ordinal is `next` less.
     pub fn backs(&self, next: u64) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().map(move |&low| (next as u32).wrapping_sub(low))
+        self.0.iter().map(move |&low| back(low, next))
     }
 
     pub fn len(&self) -> usize {
@@ -72,11 +72,18 @@ impl SessionList {
     }
 }
 
+/// How far back from `next` the latest ordinal below it with low bits `low` is,
+/// modulo 2^32 (0 stands for 2^32).
+fn back(low: u32, next: u64) -> u32 {
+    (next as u32).wrapping_sub(low)
+}
+
 /// The latest ordinal below `next` whose low 32 bits are `low`.
 fn ordinal(low: u32, next: u64) -> u64 {
-    let back = (next as u32).wrapping_sub(low) as u64;
-    let back = if back == 0 { 1 << 32 } else { back };
-    next.saturating_sub(back)
+    match back(low, next) {
+        0 => next.saturating_sub(1 << 32),
+        back => next.saturating_sub(back as u64),
+    }
 }
 
 impl Serialize for SessionList {
