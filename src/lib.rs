@@ -92,6 +92,7 @@
 //! (a failed persist fails the checkpoint, which then moves no replay point); after
 //! a crash each shard replays its log past its checkpoint.
 
+pub mod allocator;
 pub mod api;
 pub mod api_keys;
 pub mod chat;

@@ -225,4 +225,14 @@ fn a_scrape_under_load_passes_promtool_and_counts_what_the_load_did() {
     assert_eq!(count("rankstream_search_index_documents", &[]), ITEMS as f64);
     assert!(count("process_resident_memory_bytes", &[]) > 1_000_000.0);
     assert!(count("process_open_fds", &[]) > 0.0);
+
+    // With the load over, the learner hands the memory it freed back once quiet.
+    poll_until(Duration::from_secs(10), "the learner's release of freed memory", || {
+        let now = self::samples(&scrape(&client, &server, Some(&scraper)).2);
+        let stage = ["stage=\"release_memory\""];
+        match total(&now, "rankstream_model_training_duration_seconds_count", &stage) {
+            released if released > 0.0 => Ok(()),
+            released => Err(format!("released {released} times")),
+        }
+    });
 }

@@ -35,6 +35,7 @@ mod stored;
 
 use self::holdout::Holdout;
 use self::log::{MergedLog, ShardStart};
+use crate::allocator::QuietRelease;
 use crate::config::TrainingConfig;
 use crate::domain::event::{DurableEventSink, Event, SequencedEvent};
 use crate::ranking::{tuning, ItemCatalog, RecRecord, ShownRecord, Trained, TrainedSnapshots};
@@ -377,13 +378,18 @@ impl Learner {
         let mut dirty = caught_up > 0;
         // When the buffered rankings are to be written; events are learned meanwhile.
         let mut records_due: Option<Instant> = None;
+        // Freed memory is handed back once quiet after a change (learning, a rebuild
+        // swapped in, a persist).
+        let mut release = QuietRelease::default();
         loop {
             let mut deadline = next_persist.min(next_retrain);
             if let Some(due) = records_due {
                 deadline = deadline.min(due);
             }
-            if let Some(due) = self.publisher.due() {
-                deadline = deadline.min(due);
+            match self.publisher.due() {
+                Some(due) => deadline = deadline.min(due),
+                // What the last snapshot replaced is freed only once it is published.
+                None => deadline = release.due().map_or(deadline, |due| deadline.min(due)),
             }
             match self.inbox.recv_deadline(deadline) {
                 Ok(Command::WriteRecords) => {
@@ -397,6 +403,7 @@ impl Learner {
                     crate::metrics::training("learn", learning.elapsed());
                     dirty = true;
                     self.publisher.pending = true;
+                    release.worked(Instant::now());
                 }
                 Ok(Command::Forget(sources, done)) => {
                     for source in sources {
@@ -414,6 +421,7 @@ impl Learner {
                 Ok(Command::Rebuilt(rebuilt, started)) => {
                     self.finish_rebuild(rebuilt, started);
                     dirty = true;
+                    release.worked(Instant::now());
                 }
                 Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {}
@@ -433,12 +441,17 @@ impl Learner {
                 if dirty {
                     self.persist();
                     dirty = false;
+                    release.worked(Instant::now());
                 }
                 next_persist = now + persist_every;
             }
             self.publisher.add_cost(self.trained.take_copy_time());
             if self.publisher.due().is_some_and(|due| now >= due) {
                 self.publish();
+            }
+            let releasing = Instant::now();
+            if self.publisher.due().is_none() && release.release_if_quiet(releasing) {
+                crate::metrics::training("release_memory", releasing.elapsed());
             }
         }
         self.write_records();

@@ -121,6 +121,7 @@ impl ShardHost {
     /// Applies events, in sequence order, to a key's state, and publishes its new
     /// signals; an anonymous session that learned its user is handed to the user.
     pub(super) fn apply<K: Hosted>(&mut self, key: &str, events: &[Arc<SequencedEvent>], done: &Completion) {
+        self.worked = true;
         let params = K::params(&self.config);
         let (entry, board, loaded) = match self.touch::<K>(key) {
             Ok(live) => live,
@@ -308,6 +309,7 @@ impl ShardHost {
     /// Persists a key's state and drops it; `false` when it could not persist, and
     /// then it stays live (nothing is lost).
     fn passivate<K: Hosted>(&mut self, key: String, mut entry: LiveEntry) -> bool {
+        self.worked = true;
         crate::metrics::passivated(K::NAME);
         if entry.persist::<K>(&self.storage, self.shard, &key).is_err() {
             entry.last_used = self.clock.now_millis();

@@ -27,7 +27,7 @@ mod state;
 use std::collections::{BTreeMap, HashSet};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::{Actor, AsyncContext, Context};
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -38,6 +38,7 @@ use super::catalog::ItemReader;
 use super::live_entry::{LiveKind, Session, User};
 use super::signal_board::SignalBoard;
 use super::LiveStateError;
+use crate::allocator::QuietRelease;
 use crate::clock::SharedClock;
 use crate::domain::event::{decode_stored, DurableEventSink, Event};
 use crate::domain::live_state::DecayParams;
@@ -114,6 +115,10 @@ pub struct ShardHost {
     learner_feed: Shared<BoxFuture<'static, ()>>,
     /// Sids whose start in this shard's log is indexed (most recent first out).
     indexed_sessions: LruCache<String, ()>,
+    /// Whether events were applied or states passivated since the last tick; the
+    /// tick then owes a release of freed memory once the host is quiet.
+    worked: bool,
+    release: QuietRelease,
 }
 
 /// Sids a host remembers as indexed; one forgotten is indexed again at its next
@@ -155,6 +160,8 @@ impl ShardHost {
             unapplied: BTreeMap::new(),
             learner_feed: futures::future::ready(()).boxed().shared(),
             indexed_sessions: LruCache::new(NonZeroUsize::new(INDEXED_SESSIONS).expect("non-zero")),
+            worked: false,
+            release: QuietRelease::default(),
         })
     }
 }
@@ -171,6 +178,13 @@ impl Actor for ShardHost {
             host.passivate_idle::<User>();
             crate::metrics::live_actors(host.shard, Session::NAME, host.sessions.live.len());
             crate::metrics::live_actors(host.shard, User::NAME, host.users.live.len());
+            // What a burst of events freed on this thread goes back once it is over.
+            let now = Instant::now();
+            if std::mem::take(&mut host.worked) {
+                host.release.worked(now);
+            } else {
+                host.release.release_if_quiet(now);
+            }
         });
     }
 

@@ -1,0 +1,93 @@
+//! Handing memory the process freed back to the operating system once a burst of
+//! work is over.
+//!
+//! The binary allocates through mimalloc (`src/main.rs`); RocksDB's C++ allocates
+//! through glibc malloc. Neither gives freed memory back by itself while the thread
+//! that owns it sleeps: mimalloc purges a thread's free pages on a later allocation of
+//! that thread, and glibc trims only the top of an arena. So the threads that free the
+//! most after a burst release it themselves once they have been quiet for
+//! [`QUIET_FOR`] ([`QuietRelease`]): the learner (each snapshot it replaces held
+//! copies of every item state that changed) and the shard hosts (events, live states
+//! passivated). Without it the node's RSS stayed at the burst's peak until the next
+//! burst.
+
+use std::time::{Duration, Instant};
+
+/// How long a thread must have been without work before it hands freed memory back:
+/// past a burst, not between two batches of one.
+pub const QUIET_FOR: Duration = Duration::from_secs(1);
+
+/// Whether a thread owes a release: it worked since the last one.
+#[derive(Debug, Default)]
+pub struct QuietRelease {
+    /// When the thread last worked, if it has since the last release.
+    last_work: Option<Instant>,
+}
+
+impl QuietRelease {
+    /// The thread worked at `now`.
+    pub fn worked(&mut self, now: Instant) {
+        self.last_work = Some(now);
+    }
+
+    /// When a release will be due, if one is owed.
+    pub fn due(&self) -> Option<Instant> {
+        self.last_work.map(|at| at + QUIET_FOR)
+    }
+
+    /// Releases freed memory if one is owed and the thread has been quiet for
+    /// [`QUIET_FOR`] at `now`; says whether it did.
+    pub fn release_if_quiet(&mut self, now: Instant) -> bool {
+        if !self.due().is_some_and(|due| now >= due) {
+            return false;
+        }
+        self.last_work = None;
+        release_freed_memory();
+        true
+    }
+}
+
+/// Returns the memory both allocators hold free to the operating system. Takes a few
+/// milliseconds: call it when idle, not on a request's path. When mimalloc is not the
+/// global allocator (the library's tests), its part finds nothing to return.
+pub fn release_freed_memory() {
+    // SAFETY: mi_collect only walks mimalloc's own structures; `force` purges the free
+    // pages now rather than after mimalloc's purge delay.
+    unsafe { libmimalloc_sys::mi_collect(true) };
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes a plain integer (the padding to keep) and only releases
+    // free pages of glibc's arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_release_is_owed_after_work_and_taken_once_quiet() {
+        let mut release = QuietRelease::default();
+        let start = Instant::now();
+        assert_eq!(release.due(), None);
+        assert!(
+            !release.release_if_quiet(start + QUIET_FOR),
+            "nothing worked, nothing owed"
+        );
+        release.worked(start);
+        assert!(
+            !release.release_if_quiet(start + QUIET_FOR / 2),
+            "not quiet long enough"
+        );
+        release.worked(start + QUIET_FOR / 2);
+        assert_eq!(
+            release.due(),
+            Some(start + QUIET_FOR / 2 + QUIET_FOR),
+            "work moves it on"
+        );
+        assert!(release.release_if_quiet(start + 2 * QUIET_FOR));
+        assert_eq!(release.due(), None, "taken");
+        assert!(!release.release_if_quiet(start + 3 * QUIET_FOR), "once a burst");
+    }
+}
