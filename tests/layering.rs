@@ -1,7 +1,7 @@
 //! The crate's layering, checked on its source (a scan of every `crate::` path,
 //! `use` groups included): which top-level module imports which. `api` → `service` → {`engine`, `ranking`, `search`, `embed`, `chat`,
 //! `training`, `stream`, `api_keys`, `experiments`} → `storage` → the base (`domain`, `config`,
-//! `time`, `clock`, `topology`, `metrics`). No circle between modules; only `api` speaks HTTP
+//! `time`, `clock`, `topology`, `metrics`, `allocator`). No circle between modules; only `api` speaks HTTP
 //! (hyper); `storage` is reached only from below the service layer. `lib.rs`,
 //! `main.rs` (with its `cli` commands) and `server.rs` assemble the node and are outside the layers.
 
@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
         "experiments",
     ],
     &["storage"],
-    &["domain", "config", "time", "clock", "topology", "metrics"],
+    &["domain", "config", "time", "clock", "topology", "metrics", "allocator"],
 ];
 
 /// Modules that assemble the node rather than sit in a layer.
