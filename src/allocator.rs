@@ -47,9 +47,10 @@ impl QuietRelease {
     }
 }
 
-/// Returns the memory both allocators hold free to the operating system. Takes a few
-/// milliseconds: call it when idle, not on a request's path. When mimalloc is not the
-/// global allocator (the library's tests), its part finds nothing to return.
+/// Returns the memory both allocators hold free to the operating system. It walks the
+/// calling thread's heap and glibc's arenas: call it when idle, not on a request's
+/// path. When mimalloc is not the global allocator (the library's tests), its part
+/// finds nothing to return.
 pub fn release_freed_memory() {
     // SAFETY: mi_collect only walks mimalloc's own structures; `force` purges the free
     // pages now rather than after mimalloc's purge delay.
