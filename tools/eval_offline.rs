@@ -640,7 +640,7 @@ fn all_items_candidates(node: &Node, context: &RankContext) -> Vec<Candidate> {
     let prefix: Vec<u32> = context
         .session
         .iter()
-        .flat_map(|session| session.recent.iter())
+        .flat_map(|session| session.recent.item_ids_oldest_first(usize::MAX))
         .filter_map(|id| trained.items.get(id))
         .collect();
     let ranked_session = context.session_id.as_deref().map(covisit_key);

@@ -44,10 +44,8 @@ impl NewestStrings {
             Some(uuid) => (UUID_HEADER, &uuid[..]),
             None => (value.len() << 1, value.as_bytes()),
         };
-        let mut prefix = [0u8; 10];
-        let used = leb128(header, &mut prefix);
-        self.bytes.reserve_exact(used + body.len());
-        self.bytes.extend_from_slice(&prefix[..used]);
+        self.bytes.reserve_exact(leb128_len(header) + body.len());
+        write_leb128(header, &mut self.bytes);
         self.bytes.extend_from_slice(body);
         self.len += 1;
         while self.len() > limit {
@@ -85,32 +83,41 @@ fn canonical_uuid(value: &str) -> Option<[u8; 16]> {
     (uuid.hyphenated().encode_lower(&mut written).as_bytes() == value.as_bytes()).then(|| uuid.into_bytes())
 }
 
-/// Writes `value` as LEB128 into `out`; the bytes used.
-fn leb128(mut value: usize, out: &mut [u8; 10]) -> usize {
-    let mut used = 0;
+/// How many bytes `value` takes as LEB128.
+pub(super) fn leb128_len(value: usize) -> usize {
+    (usize::BITS - value.leading_zeros()).max(1).div_ceil(7) as usize
+}
+
+/// Appends `value` as LEB128 (7 bits a byte, low first; the high bit says more follow).
+pub(super) fn write_leb128(mut value: usize, out: &mut Vec<u8>) {
     loop {
         let low = (value & 0x7f) as u8;
         value >>= 7;
-        out[used] = if value == 0 { low } else { low | 0x80 };
-        used += 1;
         if value == 0 {
-            return used;
+            out.push(low);
+            return;
+        }
+        out.push(low | 0x80);
+    }
+}
+
+/// The LEB128 number at `at` and where what follows it begins.
+pub(super) fn read_leb128(bytes: &[u8], mut at: usize) -> (usize, usize) {
+    let (mut value, mut shift) = (0usize, 0);
+    loop {
+        let byte = bytes[at];
+        at += 1;
+        value |= ((byte & 0x7f) as usize) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            return (value, at);
         }
     }
 }
 
 /// The string at `start` and where the next begins.
 fn entry(bytes: &[u8], start: usize) -> (Cow<'_, str>, usize) {
-    let (mut header, mut shift, mut at) = (0usize, 0, start);
-    loop {
-        let byte = bytes[at];
-        at += 1;
-        header |= ((byte & 0x7f) as usize) << shift;
-        shift += 7;
-        if byte & 0x80 == 0 {
-            break;
-        }
-    }
+    let (header, at) = read_leb128(bytes, start);
     if header == UUID_HEADER {
         let mut packed = [0u8; 16];
         packed.copy_from_slice(&bytes[at..at + 16]);

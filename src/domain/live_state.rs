@@ -12,6 +12,7 @@ use super::affinities::Affinities;
 use super::attributes::intern;
 use super::compact::{AppliedSeqs, NewestStrings};
 use super::event::Event;
+use super::recent::{Interaction, RecentItems};
 use crate::time::format_rfc3339;
 use crate::topology::ShardId;
 
@@ -29,17 +30,6 @@ pub struct DecayParams {
     pub half_life_ms: f64,
     /// Item interactions kept.
     pub recent_items: usize,
-}
-
-/// One item interaction.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Interaction {
-    /// Inline when short, as item ids and event types mostly are.
-    pub item_id: CompactString,
-    pub event_type: CompactString,
-    /// When the user acted, unix ms.
-    pub at: i64,
-    pub dwell_ms: Option<f64>,
 }
 
 /// A score that halves every half-life, stored with the time it was last brought up to.
@@ -84,19 +74,36 @@ pub enum InteractionKind {
     Other,
 }
 
+/// The standard and common engagement type names and what each means; any other
+/// name is [`InteractionKind::Other`]. (Live states also store these names as their
+/// place in this list: a byte instead of the name.)
+pub const KNOWN_EVENT_TYPES: [(&str, InteractionKind); 17] = [
+    ("page_view", InteractionKind::View),
+    ("view", InteractionKind::View),
+    ("product_view", InteractionKind::View),
+    ("item_view", InteractionKind::View),
+    ("detail_view", InteractionKind::View),
+    ("click", InteractionKind::Click),
+    ("add_to_cart", InteractionKind::Cart),
+    ("cart", InteractionKind::Cart),
+    ("add_to_wishlist", InteractionKind::Cart),
+    ("conversion", InteractionKind::Conversion),
+    ("purchase", InteractionKind::Conversion),
+    ("order", InteractionKind::Conversion),
+    ("booking", InteractionKind::Conversion),
+    ("dwell_time", InteractionKind::Dwell),
+    ("impression", InteractionKind::Impression),
+    ("module_view", InteractionKind::Impression),
+    ("search", InteractionKind::Search),
+];
+
 impl InteractionKind {
-    /// Standard and common engagement type names.
+    /// What `event_type` means ([`KNOWN_EVENT_TYPES`]).
     pub fn of(event_type: &str) -> InteractionKind {
-        match event_type {
-            "page_view" | "view" | "product_view" | "item_view" | "detail_view" => InteractionKind::View,
-            "click" => InteractionKind::Click,
-            "add_to_cart" | "cart" | "add_to_wishlist" => InteractionKind::Cart,
-            "conversion" | "purchase" | "order" | "booking" => InteractionKind::Conversion,
-            "dwell_time" => InteractionKind::Dwell,
-            "impression" | "module_view" => InteractionKind::Impression,
-            "search" => InteractionKind::Search,
-            _ => InteractionKind::Other,
-        }
+        KNOWN_EVENT_TYPES
+            .iter()
+            .find(|(name, _)| *name == event_type)
+            .map_or(InteractionKind::Other, |(_, kind)| *kind)
     }
 
     /// Whether it visits its items: what co-visitation learns sessions from.
@@ -186,8 +193,8 @@ pub struct LiveState {
     pub uid: Option<String>,
     /// User: the sessions seen with this uid, newest first.
     pub sessions: VecDeque<String>,
-    /// Newest first.
-    pub recent: VecDeque<Interaction>,
+    /// Shared with the signals last published.
+    pub recent: RecentItems,
     /// Shared with the signals last published.
     pub affinities: Affinities,
     /// Newest first.
@@ -203,19 +210,6 @@ pub struct LiveState {
     /// User: sessions whose anonymous signals were absorbed (absorbing is done once).
     #[serde(default)]
     pub absorbed: Vec<String>,
-}
-
-/// Inserts an interaction where its time puts it (the list is newest first; a late
-/// event goes behind the newer ones already there, and among equal times the one
-/// that arrived last comes first), keeping at most `limit`.
-fn insert_by_time(list: &mut VecDeque<Interaction>, interaction: Interaction, limit: usize) {
-    let position = list
-        .iter()
-        .position(|there| there.at <= interaction.at)
-        .unwrap_or(list.len());
-    grow_by_one(list);
-    list.insert(position, interaction);
-    list.truncate(limit);
 }
 
 fn push_front_bounded<T: PartialEq>(list: &mut VecDeque<T>, value: T, limit: usize, unique: bool) {
@@ -250,12 +244,12 @@ impl LiveState {
         if kind != InteractionKind::Impression {
             for item_id in event.items() {
                 let interaction = Interaction {
-                    item_id: item_id.into(),
-                    event_type: event.event_type.as_str().into(),
+                    item_id,
+                    event_type: &event.event_type,
                     at,
                     dwell_ms: event.dwell_ms,
                 };
-                insert_by_time(&mut self.recent, interaction, params.recent_items);
+                self.recent.insert_by_time(interaction, params.recent_items);
             }
         }
         let weight = kind.weight(event.dwell_ms);
@@ -279,9 +273,9 @@ impl LiveState {
 
     /// Takes in another state's signals (an anonymous session joining its user).
     pub fn absorb(&mut self, other: &LiveState, params: DecayParams) {
-        let mut recent: Vec<Interaction> = self.recent.iter().chain(other.recent.iter()).cloned().collect();
-        recent.sort_by_key(|interaction| std::cmp::Reverse(interaction.at));
-        self.recent = recent.into_iter().take(params.recent_items).collect();
+        let mut merged: Vec<Interaction> = self.recent.iter().chain(other.recent.iter()).collect();
+        merged.sort_by_key(|interaction| std::cmp::Reverse(interaction.at));
+        self.recent = RecentItems::from_newest_first(merged.into_iter().take(params.recent_items));
         for theirs in other.affinities.iter() {
             let Decayed { value, at } = theirs.decayed;
             self.affinities.add(theirs.id, value, at, params.half_life_ms);
@@ -396,7 +390,7 @@ mod tests {
             state.apply(0, seq as u64 + 1, &event(item, "view", item, seq as i64), &[], PARAMS);
         }
         state.apply(0, 9, &event("imp", "impression", "z", 9), &[], PARAMS);
-        let items: Vec<_> = state.recent.iter().map(|i| i.item_id.as_str()).collect();
+        let items: Vec<_> = state.recent.iter().map(|i| i.item_id).collect();
         assert_eq!(items, ["d", "c", "b"]);
         assert_eq!(state.event_count, 5);
         assert_eq!(state.event_ids.front().as_deref(), Some("imp"));
@@ -410,10 +404,7 @@ mod tests {
         user.apply(5, 1, &event("e2", "view", "i2", 20), &[], PARAMS);
         user.absorb(&anonymous, PARAMS);
         assert_eq!(user.event_count, 2);
-        assert_eq!(
-            user.recent.iter().map(|i| i.item_id.as_str()).collect::<Vec<_>>(),
-            ["i2", "i1"]
-        );
+        assert_eq!(user.recent.iter().map(|i| i.item_id).collect::<Vec<_>>(), ["i2", "i1"]);
         assert!(user.affinities.get("tag:red").is_some());
     }
 

@@ -6,6 +6,8 @@
 //! - [`live_state`]: the live state of a session or user and its pure update and
 //!   decay rules; the item attributes it keeps affinities to.
 //! - [`signals`]: what ranking reads of a live state.
+//! - [`recent`]: a live state's latest item interactions, packed, shared by the
+//!   state and the signals it publishes.
 //! - [`live_state_id`]: which live state a request is about (a session or a user).
 //! - [`affinities`]: time-decayed affinities to item attributes, shared by a live
 //!   state and the signals it publishes.
@@ -24,6 +26,7 @@ pub mod item_features;
 pub mod live_state;
 pub mod live_state_id;
 pub mod outcome;
+pub mod recent;
 pub mod session_claim;
 pub mod signals;
 

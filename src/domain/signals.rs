@@ -10,12 +10,13 @@ use super::affinities::Affinities;
 pub use super::affinities::Affinity;
 use super::attributes::intern;
 use super::live_state::{LiveState, AFFINITY_FLOOR};
+use super::recent::RecentItems;
 
 /// The live signals of a session or user, as ranking reads them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Signals {
-    /// Items interacted with, oldest first (ids inline when short, as in the state).
-    pub recent: Vec<CompactString>,
+    /// Items interacted with, newest first (the state's own list, shared).
+    pub recent: RecentItems,
     /// Affinities to item attributes as last updated (the state's own list,
     /// shared); read them decayed to the newest event with [`Signals::affinities`].
     pub affinities: Affinities,
@@ -31,7 +32,7 @@ impl Signals {
     /// The signals of a live state.
     pub fn of(live: &LiveState, half_life_ms: f64) -> Signals {
         Signals {
-            recent: live.recent.iter().rev().map(|i| i.item_id.clone()).collect(),
+            recent: live.recent.clone(),
             affinities: live.affinities.clone(),
             half_life_ms,
             newest_at: live.last_event_at.unwrap_or(0),
@@ -70,7 +71,7 @@ mod tests {
     #[test]
     fn affinities_decay_to_the_newest_event_and_fade_out() {
         let signals = Signals {
-            recent: vec!["a".into()],
+            recent: RecentItems::default(),
             affinities: [
                 Affinity::new("group:x", Decayed { value: 4.0, at: 0 }),
                 Affinity::new("tag:y", Decayed { value: 1e-4, at: 0 }),

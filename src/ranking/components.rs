@@ -103,15 +103,12 @@ fn fill(vectors: &mut [FeatureVector], column: &mut Vec<f64>, feature: Feature, 
 /// The session's items, oldest first, as the co-visitation model knows them; a
 /// user's latest items when there is no session signal.
 fn session_prefix(trained: &Trained, context: &RankContext) -> Vec<ItemIndex> {
-    let recent: &[CompactString] = match (&context.session, &context.user) {
-        (Some(session), _) if !session.recent.is_empty() => &session.recent,
-        (_, Some(user)) => {
-            let start = user.recent.len().saturating_sub(USER_RECENT_AS_SESSION);
-            &user.recent[start..]
-        }
-        _ => &[],
+    let recent = match (&context.session, &context.user) {
+        (Some(session), _) if !session.recent.is_empty() => session.recent.item_ids_oldest_first(usize::MAX),
+        (_, Some(user)) => user.recent.item_ids_oldest_first(USER_RECENT_AS_SESSION),
+        _ => Vec::new(),
     };
-    recent.iter().filter_map(|id| trained.items.get(id)).collect()
+    recent.into_iter().filter_map(|id| trained.items.get(id)).collect()
 }
 
 /// The affinity to each attribute: the session's affinities (as of its newest event)

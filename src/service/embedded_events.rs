@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::Services;
 use crate::domain::live_state::InteractionKind;
+use crate::domain::recent::Interaction;
 use crate::domain::{LiveStateId, Signals};
 use crate::engine::catalog::ItemReader;
 use crate::ranking::RankContext;
@@ -53,8 +54,12 @@ pub fn apply_to_context(items: &ItemReader, context: &mut RankContext, events: &
         if kind == InteractionKind::Impression {
             continue;
         }
-        session.recent.retain(|id| id != item_id);
-        session.recent.push(item_id.as_str().into());
+        session.recent.move_to_newest(Interaction {
+            item_id,
+            event_type: &event.event_type,
+            at: event.timestamp,
+            dwell_ms: None,
+        });
         session.newest_at = session.newest_at.max(event.timestamp);
         if kind == InteractionKind::Conversion && !session.consumed.iter().any(|id| id == item_id) {
             session.consumed.insert(0, item_id.as_str().into());

@@ -225,7 +225,12 @@ impl Services {
     fn profile_embedding(&self, signals: Option<&Signals>) -> Option<Vec<f32>> {
         let mut sum: Option<Vec<f32>> = None;
         let mut count = 0;
-        for id in signals?.recent.iter().rev().take(PROFILE_ITEMS) {
+        for id in signals?
+            .recent
+            .iter()
+            .take(PROFILE_ITEMS)
+            .map(|interaction| interaction.item_id)
+        {
             let features = match self.engine.items().features(id) {
                 Ok(Some(features)) => features,
                 Ok(None) => continue,
