@@ -63,6 +63,58 @@ pub fn release_freed_memory() {
     }
 }
 
+/// The library's tests allocate through the system allocator, counted by thread, so a
+/// test can weigh what a structure holds on the heap ([`counting::held_by_this_thread`]).
+#[cfg(test)]
+pub mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Bytes this thread allocated less those it freed.
+        static HELD: Cell<isize> = const { Cell::new(0) };
+    }
+
+    fn count(bytes: isize) {
+        // A thread's last frees may come after its locals are gone: not counted.
+        let _ = HELD.try_with(|held| held.set(held.get() + bytes));
+    }
+
+    struct Counting;
+
+    // SAFETY: every call is passed on to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            count(layout.size() as isize);
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            count(layout.size() as isize);
+            unsafe { System.alloc_zeroed(layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            count(new_size as isize - layout.size() as isize);
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            count(-(layout.size() as isize));
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// Bytes this thread allocated and has not freed (as requested, before the
+    /// allocator's rounding).
+    pub fn held_by_this_thread() -> isize {
+        HELD.with(Cell::get)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,9 +1,11 @@
 //! The affinities of a session or user to item attributes: time-decayed scores by
 //! interned attribute, sorted by it. One list serves the live state that updates
 //! it and the signals ranking reads: a state shares it with the signals it
-//! publishes and copies it only when it changes while they hold it.
+//! publishes and copies it when it changes while they hold it. The list is one
+//! allocation sized to fit, so a new attribute makes a new list.
 
 use std::fmt;
+use std::iter;
 use std::sync::Arc;
 
 use serde::de::{MapAccess, Visitor};
@@ -13,19 +15,35 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::attributes::{intern, interned, name, AttributeId};
 use super::live_state::Decayed;
 
-/// An affinity to one item attribute.
+/// An affinity to one item attribute: 16 bytes, the score in single precision (a
+/// live key holds one for each attribute of the items it touched).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Affinity {
     /// The attribute, interned.
     pub id: AttributeId,
-    pub decayed: Decayed,
+    value: f32,
+    /// When the score was last brought up to, unix ms.
+    at: i64,
 }
 
 impl Affinity {
     pub fn new(attribute: &str, decayed: Decayed) -> Affinity {
+        Affinity::of(intern(attribute), decayed)
+    }
+
+    fn of(id: AttributeId, decayed: Decayed) -> Affinity {
         Affinity {
-            id: intern(attribute),
-            decayed,
+            id,
+            value: decayed.value as f32,
+            at: decayed.at,
+        }
+    }
+
+    /// The score as last updated.
+    pub fn decayed(&self) -> Decayed {
+        Decayed {
+            value: self.value as f64,
+            at: self.at,
         }
     }
 
@@ -35,23 +53,27 @@ impl Affinity {
     }
 }
 
-/// Affinities sorted by attribute id, shared until changed. Stored as a map from
-/// attribute to its score (the encoding of the map it replaced).
+/// Affinities sorted by attribute id, in one allocation shared until changed.
+/// Stored as a map from attribute to its score (the encoding of the map it replaced).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Affinities(Arc<Vec<Affinity>>);
+pub struct Affinities(Arc<[Affinity]>);
 
 impl Affinities {
     /// Adds `weight` observed at `at` to the affinity to `id`.
     pub fn add(&mut self, id: AttributeId, weight: f64, at: i64, half_life_ms: f64) {
-        let list = Arc::make_mut(&mut self.0);
-        match list.binary_search_by_key(&id, |affinity| affinity.id) {
-            Ok(index) => list[index].decayed.add(weight, at, half_life_ms),
+        match self.0.binary_search_by_key(&id, |affinity| affinity.id) {
+            Ok(index) => {
+                let affinity = &mut Arc::make_mut(&mut self.0)[index];
+                let mut decayed = affinity.decayed();
+                decayed.add(weight, at, half_life_ms);
+                *affinity = Affinity::of(id, decayed);
+            }
             Err(index) => {
                 let mut decayed = Decayed { value: 0.0, at };
                 decayed.add(weight, at, half_life_ms);
-                // One more and no more: a state gains attributes a few at a time.
-                list.reserve_exact(1);
-                list.insert(index, Affinity { id, decayed });
+                let (before, after) = self.0.split_at(index);
+                let new = iter::once(Affinity::of(id, decayed));
+                self.0 = before.iter().copied().chain(new).chain(after.iter().copied()).collect();
             }
         }
     }
@@ -60,7 +82,7 @@ impl Affinities {
     pub fn get(&self, attribute: &str) -> Option<Decayed> {
         let id = interned(attribute)?;
         let index = self.0.binary_search_by_key(&id, |affinity| affinity.id).ok()?;
-        Some(self.0[index].decayed)
+        Some(self.0[index].decayed())
     }
 
     pub fn iter(&self) -> std::slice::Iter<'_, Affinity> {
@@ -85,8 +107,7 @@ impl FromIterator<Affinity> for Affinities {
         list.reverse();
         list.sort_by_key(|affinity| affinity.id);
         list.dedup_by_key(|affinity| affinity.id);
-        list.shrink_to_fit();
-        Affinities(Arc::new(list))
+        Affinities(list.into())
     }
 }
 
@@ -94,7 +115,7 @@ impl Serialize for Affinities {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.len()))?;
         for affinity in self.iter() {
-            map.serialize_entry(affinity.attribute(), &affinity.decayed)?;
+            map.serialize_entry(affinity.attribute(), &affinity.decayed())?;
         }
         map.end()
     }
@@ -133,6 +154,7 @@ mod tests {
             affinities.add(intern(attribute), 1.0, 0, 1000.0);
         }
         assert_eq!(affinities.len(), 2);
+        assert_eq!(std::mem::size_of::<Affinity>(), 16);
         assert_eq!(affinities.get("tag:aff-b").map(|d| d.value), Some(2.0));
         assert!(affinities
             .iter()

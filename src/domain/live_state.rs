@@ -2,11 +2,12 @@
 //! update rules: the last item interactions, time-decayed affinities to item
 //! attributes, recent queries, purchases. Actors own it; tests drive it directly.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use thin_vec::ThinVec;
 
 use super::affinities::Affinities;
 use super::attributes::intern;
@@ -192,15 +193,15 @@ pub struct LiveState {
     /// Session: the user it was stitched to.
     pub uid: Option<String>,
     /// User: the sessions seen with this uid, newest first.
-    pub sessions: VecDeque<String>,
+    pub sessions: ThinVec<String>,
     /// Shared with the signals last published.
     pub recent: RecentItems,
     /// Shared with the signals last published.
     pub affinities: Affinities,
     /// Newest first.
-    pub queries: VecDeque<String>,
+    pub queries: ThinVec<String>,
     /// Items bought, newest first.
-    pub purchased: VecDeque<CompactString>,
+    pub purchased: ThinVec<CompactString>,
     pub event_count: u64,
     pub last_event_at: Option<i64>,
     /// Newest first.
@@ -209,25 +210,21 @@ pub struct LiveState {
     pub applied: AppliedSeqs,
     /// User: sessions whose anonymous signals were absorbed (absorbing is done once).
     #[serde(default)]
-    pub absorbed: Vec<String>,
+    pub absorbed: ThinVec<String>,
 }
 
-fn push_front_bounded<T: PartialEq>(list: &mut VecDeque<T>, value: T, limit: usize, unique: bool) {
+fn push_front_bounded<T: PartialEq>(list: &mut ThinVec<T>, value: T, limit: usize, unique: bool) {
     if unique {
         list.retain(|existing| *existing != value);
     }
-    grow_by_one(list);
-    list.push_front(value);
-    list.truncate(limit);
-}
-
-/// Makes room for one more entry and no more: a state's lists grow an entry at a
-/// time up to their limit, and doubling would leave most of them a third empty
-/// (hundreds of thousands of states are live at once).
-fn grow_by_one<T>(list: &mut VecDeque<T>) {
+    // One more and no more: a state's lists grow an entry at a time up to their
+    // limit, and doubling would leave most of them a third empty (hundreds of
+    // thousands of states are live at once).
     if list.len() == list.capacity() {
         list.reserve_exact(1);
     }
+    list.insert(0, value);
+    list.truncate(limit);
 }
 
 impl LiveState {
@@ -277,7 +274,7 @@ impl LiveState {
         merged.sort_by_key(|interaction| std::cmp::Reverse(interaction.at));
         self.recent = RecentItems::from_newest_first(merged.into_iter().take(params.recent_items));
         for theirs in other.affinities.iter() {
-            let Decayed { value, at } = theirs.decayed;
+            let Decayed { value, at } = theirs.decayed();
             self.affinities.add(theirs.id, value, at, params.half_life_ms);
         }
         for query in other.queries.iter().rev() {
@@ -306,7 +303,7 @@ impl LiveState {
             .map(|affinity| {
                 (
                     affinity.attribute().to_owned(),
-                    affinity.decayed.at_time(now, half_life_ms),
+                    affinity.decayed().at_time(now, half_life_ms),
                 )
             })
             .filter(|(_, value)| *value > AFFINITY_FLOOR)
@@ -422,6 +419,45 @@ mod tests {
         state.absorbed.push("s8".into());
         let stored = postcard::to_allocvec(&state).unwrap();
         assert_eq!(postcard::from_bytes::<LiveState>(&stored).unwrap(), state);
+    }
+
+    /// The budget behind a live user's kilobyte: a state with ten events on ten items
+    /// (15 attributes) and the signals it publishes, inline and on the heap. The
+    /// shard host's entry and the board's come on top.
+    #[test]
+    fn a_state_with_ten_events_and_its_signals_take_under_a_kilobyte() {
+        use crate::allocator::counting::held_by_this_thread;
+        use crate::domain::signals::Signals;
+
+        let params = DecayParams {
+            half_life_ms: 1000.0,
+            recent_items: 50,
+        };
+        let attributes = |n: usize| [format!("group:g-{n}"), format!("price_band:{}", n % 5)];
+        (0..10).flat_map(attributes).for_each(|key| {
+            intern(&key);
+        });
+        let events: Vec<Event> = (0..10)
+            .map(|n| {
+                let id = uuid::Uuid::new_v4().to_string();
+                event(&id, ["view", "click"][n % 2], &format!("item-{n:05}"), n as i64)
+            })
+            .collect();
+        let before = held_by_this_thread();
+        let mut state = LiveState::default();
+        for (n, event) in events.iter().enumerate() {
+            state.apply(0, n as u64 + 1, event, &attributes(n), params);
+        }
+        let heap = held_by_this_thread() - before;
+        let published = std::sync::Arc::new(Signals::of(&state, params.half_life_ms));
+        let signals = held_by_this_thread() - before - heap;
+        let inline = std::mem::size_of::<LiveState>() as isize;
+        assert_eq!((state.recent.len(), state.affinities.len()), (10, 15));
+        assert!(
+            inline + heap + signals <= 1024,
+            "state {inline} inline + {heap} on the heap, signals {signals}"
+        );
+        drop(published);
     }
 
     #[test]

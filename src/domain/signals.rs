@@ -45,7 +45,7 @@ impl Signals {
     pub fn affinities(&self) -> impl Iterator<Item = (&Affinity, f64)> {
         self.affinities
             .iter()
-            .map(move |affinity| (affinity, affinity.decayed.at_time(self.newest_at, self.half_life_ms)))
+            .map(move |affinity| (affinity, affinity.decayed().at_time(self.newest_at, self.half_life_ms)))
             .filter(|(_, value)| *value > AFFINITY_FLOOR)
     }
 
