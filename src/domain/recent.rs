@@ -16,6 +16,7 @@ use compact_str::CompactString;
 use serde::de::{SeqAccess, Visitor};
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use smallvec::SmallVec;
 
 use super::compact::{read_leb128, write_leb128};
 use super::live_state::KNOWN_EVENT_TYPES;
@@ -83,16 +84,32 @@ impl RecentItems {
 
     /// Inserts `new` where its time puts it (a late event goes behind the newer ones
     /// already there; among equal times the one that arrived last comes first),
-    /// keeping at most `limit`. The clones keep what they had.
+    /// keeping at most `limit`. The entries kept are copied as they are packed; the
+    /// clones keep what they had.
     pub fn insert_by_time(&mut self, new: Interaction<'_>, limit: usize) {
-        let position = self.iter().position(|there| there.at <= new.at).unwrap_or(usize::MAX);
-        let entries = self
+        let bytes = self.0.as_deref().unwrap_or_default();
+        // Where each entry starts, and its time.
+        let mut entries: SmallVec<[(usize, i64); 64]> = SmallVec::new();
+        let mut iter = self.iter();
+        while let Some(start_and_time) = iter.next_time() {
+            entries.push(start_and_time);
+        }
+        let position = entries
             .iter()
-            .take(position)
-            .chain(iter::once(new))
-            .chain(self.iter().skip(position))
-            .take(limit);
-        *self = RecentItems::from_newest_first(entries);
+            .position(|(_, at)| *at <= new.at)
+            .unwrap_or(entries.len());
+        let offset = |index: usize| entries.get(index).map_or(bytes.len(), |(start, _)| *start);
+        // Room for the new entry's strings and about what goes with them (the head,
+        // lengths, time, dwell); a longer entry grows the buffer once.
+        let mut packed = Vec::with_capacity(bytes.len() + new.item_id.len() + new.event_type.len() + 32);
+        if position < limit {
+            packed.extend_from_slice(&bytes[..offset(position)]);
+            write_entry(&mut packed, new);
+            packed.extend_from_slice(&bytes[offset(position)..offset(limit - 1)]);
+        } else {
+            packed.extend_from_slice(&bytes[..offset(limit)]);
+        }
+        *self = RecentItems((!packed.is_empty()).then(|| Arc::from(packed)));
     }
 
     /// Makes `new` the newest, dropping the item's earlier interactions.
@@ -135,6 +152,27 @@ impl<'a> Iter<'a> {
         self.at = start + len;
         // Only whole `&str`s are written, so every one is UTF-8.
         std::str::from_utf8(&self.bytes[start..self.at]).unwrap_or_default()
+    }
+
+    /// Where the next entry starts and its time, the entry skipped unread.
+    fn next_time(&mut self) -> Option<(usize, i64)> {
+        let start = self.at;
+        let head = *self.bytes.get(start)?;
+        self.at += 1;
+        self.skip_str();
+        if KNOWN_EVENT_TYPES.get((head >> 1) as usize).is_none() {
+            self.skip_str();
+        }
+        let at = i64::from_le_bytes(self.read_8());
+        if head & HAS_DWELL != 0 {
+            self.at += 8;
+        }
+        Some((start, at))
+    }
+
+    fn skip_str(&mut self) {
+        let (len, start) = read_leb128(self.bytes, self.at);
+        self.at = start + len;
     }
 
     fn read_8(&mut self) -> [u8; 8] {
@@ -252,6 +290,13 @@ mod tests {
         assert_eq!(items(&recent), ["new", "same", "b", "late"]);
         assert_eq!(items(&before), ["same", "b", "late", "a"], "a clone keeps what it had");
         assert_eq!(recent.item_ids_oldest_first(2), ["same", "new"]);
+        let mut one = recent.clone();
+        one.insert_by_time(click("older", 0), 1);
+        assert_eq!(items(&one), ["new"], "too old for a list of one");
+        one.insert_by_time(click("newest", 50), 1);
+        assert_eq!(items(&one), ["newest"]);
+        one.insert_by_time(click("any", 60), 0);
+        assert!(one.is_empty());
         assert_eq!(recent.item_ids_oldest_first(usize::MAX), ["late", "b", "same", "new"]);
     }
 
