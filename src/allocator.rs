@@ -10,6 +10,9 @@
 //! copies of every item state that changed) and the shard hosts (events, live states
 //! passivated). Without it the node's RSS stayed at the burst's peak until the next
 //! burst.
+//!
+//! The library's own tests count their allocations here too (`counting`), to weigh
+//! what a structure holds.
 
 use std::time::{Duration, Instant};
 

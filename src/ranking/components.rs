@@ -103,12 +103,19 @@ fn fill(vectors: &mut [FeatureVector], column: &mut Vec<f64>, feature: Feature, 
 /// The session's items, oldest first, as the co-visitation model knows them; a
 /// user's latest items when there is no session signal.
 fn session_prefix(trained: &Trained, context: &RankContext) -> Vec<ItemIndex> {
-    let recent = match (&context.session, &context.user) {
-        (Some(session), _) if !session.recent.is_empty() => session.recent.item_ids_oldest_first(usize::MAX),
-        (_, Some(user)) => user.recent.item_ids_oldest_first(USER_RECENT_AS_SESSION),
-        _ => Vec::new(),
+    let (recent, at_most) = match (&context.session, &context.user) {
+        (Some(session), _) if !session.recent.is_empty() => (&session.recent, usize::MAX),
+        (_, Some(user)) => (&user.recent, USER_RECENT_AS_SESSION),
+        _ => return Vec::new(),
     };
-    recent.into_iter().filter_map(|id| trained.items.get(id)).collect()
+    // The list is newest first: the model's indexes are collected, then turned.
+    let mut prefix: Vec<ItemIndex> = recent
+        .iter()
+        .take(at_most)
+        .filter_map(|interaction| trained.items.get(interaction.item_id))
+        .collect();
+    prefix.reverse();
+    prefix
 }
 
 /// The affinity to each attribute: the session's affinities (as of its newest event)
