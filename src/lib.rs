@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! The layers, top first; a module imports only its own layer and those below
-//! (`tests/layering.rs` checks it):
+//! (`tests/it/layering.rs` checks it):
 //!
 //! - [`api`]: the hyper frontend: routing, auth, rate quota, body limits, deadline;
 //!   one file per endpoint group that decodes a request, makes one service call and
