@@ -46,7 +46,10 @@
 //!   features, which live state a request is about), [`config`], [`topology`] (shards
 //!   and nodes; key → shard with Kafka's murmur2 partitioner), [`clock`], [`time`],
 //!   [`metrics`] (the Prometheus recorder every layer counts through).
-//! - [`server`]: assembles a node ([`server::Node`]) and serves it; stops it in order.
+//! - [`server`]: assembles a node ([`server::Node`]) in stages (storage → learning →
+//!   engine → stream → cluster → services → HTTP), each from what the earlier ones
+//!   built, with one shutdown token shared by every task it spawns; stops the stages
+//!   in reverse order (HTTP drained first, storage flushed last).
 //!
 //! # Path of a request
 //!

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::storage::{layout, Cf, PurgeReport, Storage, StorageError};
 use crate::topology::ShardId;
 
@@ -24,8 +26,14 @@ pub struct Purger {
 
 impl Purger {
     /// Starts the purger's background task (on the current tokio runtime), with the
-    /// shards a purge had still to compact when the node stopped.
-    pub fn start(storage: Storage, delay_ms: u64) -> Result<Arc<Purger>, StorageError> {
+    /// shards a purge had still to compact when the node stopped. The task ends when
+    /// `shutdown` is cancelled: a run under way finishes first, a run not yet begun
+    /// stays pending (stored) for the next start.
+    pub fn start(
+        storage: Storage,
+        delay_ms: u64,
+        shutdown: CancellationToken,
+    ) -> Result<(Arc<Purger>, tokio::task::JoinHandle<()>), StorageError> {
         let pending: BTreeSet<ShardId> = storage
             .get(Cf::Meta, layout::PURGE_PENDING)?
             .unwrap_or_default()
@@ -42,10 +50,16 @@ impl Purger {
         });
         // The task holds no strong reference: the storage closes when the node drops it.
         let (weak, wake, delay) = (Arc::downgrade(&purger), purger.wake.clone(), purger.delay);
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             loop {
-                wake.notified().await;
-                tokio::time::sleep(delay).await;
+                let woken = async {
+                    wake.notified().await;
+                    tokio::time::sleep(delay).await;
+                };
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = woken => {}
+                }
                 let Some(purger) = weak.upgrade() else { return };
                 if let Err(error) = purger.run(false).await {
                     tracing::error!(%error, "purging deleted records failed; the next deletion retries it");
@@ -55,7 +69,7 @@ impl Purger {
         if !purger.pending.lock().is_empty() {
             purger.wake.notify_one();
         }
-        Ok(purger)
+        Ok((purger, task))
     }
 
     /// Marks shards to purge, durably.

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::{ServiceError, Services};
 use crate::api_keys::KeyStore;
@@ -25,14 +26,18 @@ impl Services {
     }
 
     /// Cluster mode: hands this node's own key to the other nodes, so that they accept
-    /// its calls; retried until the catalog log takes it.
-    pub async fn publish_node_key(&self, key: ApiKey) {
+    /// its calls; retried until the catalog log takes it or the node stops.
+    pub async fn publish_node_key(&self, key: ApiKey, shutdown: CancellationToken) {
         loop {
             match self.replicate(vec![CatalogChange::PutKey { key: key.clone() }]).await {
                 Ok(()) => return,
                 Err(error) => {
                     tracing::warn!(%error, "publishing this node's key failed; retrying in 5 s");
-                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                    tokio::select! {
+                        // Published again at the next start.
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
+                    }
                 }
             }
         }

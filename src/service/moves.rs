@@ -22,7 +22,8 @@
 //!
 //! A node killed at any point resumes from the record of held shards: a shard held but
 //! no longer owned is handed off again (the new owner keeps the last hand-off of the
-//! epoch), a shard owned but not held is taken over again.
+//! epoch), a shard owned but not held is taken over again. A node told to stop (its
+//! shutdown token) stops the same way at its next step or retry, without the kill.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::KafkaConfig;
 use crate::engine::{Engine, HeldShards};
@@ -56,6 +58,9 @@ pub struct Mover {
     /// a node joining with an empty data directory has the catalog, users and keys
     /// before it takes a shard over (a shard served meanwhile would rank blind).
     pub catalog_read: Option<watch::Receiver<bool>>,
+    /// The node's shutdown signal: moves stop at their next step or retry (a stopped
+    /// move resumes at the next start from the record of held shards).
+    pub shutdown: CancellationToken,
 }
 
 /// The phase of each shard at start, from the topology and what the node holds: a
@@ -79,9 +84,15 @@ pub fn phases_at_start(me: &str, topology: &Topology, held: &HeldShards) -> BTre
 
 impl Mover {
     /// Finishes the moves of the current epoch, then follows `topologies`.
+    /// Ends when the node's shutdown token is cancelled.
     pub async fn run(mut self, mut topologies: mpsc::UnboundedReceiver<Applied>) {
         self.settle().await;
-        while let Some(applied) = topologies.recv().await {
+        loop {
+            let applied = tokio::select! {
+                _ = self.shutdown.cancelled() => break,
+                applied = topologies.recv() => applied,
+            };
+            let Some(applied) = applied else { break };
             let current = self.ownership.current();
             if applied.epoch <= current.epoch {
                 continue;
@@ -113,6 +124,15 @@ impl Mover {
             });
             self.settle().await;
         }
+        tracing::info!("shard mover stopped");
+    }
+
+    /// Waits `RETRY_PAUSE` before a retry; true when the node is stopping instead.
+    async fn stopping_instead_of_retry(&self) -> bool {
+        tokio::select! {
+            _ = self.shutdown.cancelled() => true,
+            _ = tokio::time::sleep(RETRY_PAUSE) => false,
+        }
     }
 
     /// Hands off what this node no longer owns, then takes over what it now owns.
@@ -135,6 +155,9 @@ impl Mover {
         // One hand-off at a time: a session that goes with its user's shard leaves a
         // link in its sid's shard, which must not be handed off meanwhile.
         for shard in releases {
+            if self.shutdown.is_cancelled() {
+                return;
+            }
             self.release(shard, epoch).await;
         }
         if let Some(read) = self.catalog_read.as_mut().filter(|_| !restores.is_empty()) {
@@ -142,7 +165,10 @@ impl Mover {
                 tracing::info!(?restores, "taking shards over once the catalog log is read");
             }
             // The sender lives as long as the node: an error is a node shutting down.
-            let _ = read.wait_for(|read| *read).await;
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = read.wait_for(|read| *read) => {}
+            }
         }
         join_all(restores.iter().map(|&shard| self.restore(shard, epoch))).await;
     }
@@ -161,7 +187,9 @@ impl Mover {
                 Ok(offsets) => break offsets,
                 Err(error) => {
                     tracing::warn!(shard, epoch, %error, "handing a shard off failed; retrying");
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                    if self.stopping_instead_of_retry().await {
+                        return;
+                    }
                 }
             }
         };
@@ -222,7 +250,9 @@ impl Mover {
         tracing::info!(shard, epoch, "taking a shard over");
         while let Err(error) = self.take_over(shard, epoch).await {
             tracing::warn!(shard, epoch, %error, "taking a shard over failed; retrying");
-            tokio::time::sleep(RETRY_PAUSE).await;
+            if self.stopping_instead_of_retry().await {
+                return;
+            }
         }
         if let Some(feed) = &self.feed {
             feed.remove(shard);
@@ -233,7 +263,9 @@ impl Mover {
         if let Some(consumer) = &self.consumer {
             while let Err(error) = consumer.acquire(shard).await {
                 tracing::warn!(shard, %error, "consuming a taken-over shard's partitions failed; retrying");
-                tokio::time::sleep(RETRY_PAUSE).await;
+                if self.stopping_instead_of_retry().await {
+                    return;
+                }
             }
         }
         tracing::info!(shard, epoch, "shard taken over");
@@ -242,9 +274,13 @@ impl Mover {
     /// Reads the hand-off and stores it with the record of held shards.
     async fn take_over(&self, shard: ShardId, epoch: u64) -> Result<(), String> {
         let started = Instant::now();
-        let export = changelog::restore(&self.kafka, shard, epoch, |_| {})
-            .await
-            .map_err(|error| error.to_string())?;
+        // Only reads the changelog (the old owner may still be writing the hand-off):
+        // left off when the node stops, read again at the next start.
+        let export = tokio::select! {
+            _ = self.shutdown.cancelled() => return Err("the node is stopping".into()),
+            export = changelog::restore(&self.kafka, shard, epoch, |_| {}) => export,
+        }
+        .map_err(|error| error.to_string())?;
         let read = Instant::now();
         let mut held = self.held.lock().await;
         let mut after = held.clone();

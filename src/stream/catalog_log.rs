@@ -21,6 +21,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::producer::Producer;
 use super::{client_config, StreamError};
@@ -221,12 +222,15 @@ pub struct Replica {
 }
 
 /// Starts applying the other nodes' writes from the offset stored with this node's
-/// state (the log's beginning the first time), in a task that runs until aborted.
+/// state (the log's beginning the first time), in a task that runs until `shutdown`
+/// is cancelled (it ends between two messages, the last one applied and its offset
+/// stored).
 pub async fn follow_catalog_log(
     config: KafkaConfig,
     origin: String,
     replica: Replica,
     stats: Arc<ReplicationStats>,
+    shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, StreamError> {
     let engine = replica.engine.clone();
     let consumer: StreamConsumer = client_config(&config)
@@ -256,7 +260,11 @@ pub async fn follow_catalog_log(
     let mut catch_up = CatchUp::new(&stats, stored.unwrap_or(0), end);
     Ok(tokio::spawn(async move {
         loop {
-            let message = match consumer.recv().await {
+            let received = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                received = consumer.recv() => received,
+            };
+            let message = match received {
                 Ok(message) => message.detach(),
                 Err(error) => {
                     tracing::warn!(%error, "reading the catalog log failed; retrying");
@@ -273,6 +281,7 @@ pub async fn follow_catalog_log(
             }
             catch_up.read(&stats, message.offset() + 1);
         }
+        tracing::info!("catalog log follower stopped");
     }))
 }
 

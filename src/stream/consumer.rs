@@ -13,6 +13,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use super::{
     client_config, EventProducer, SharedStats, StreamError, ERROR_HEADER, FORMAT_HEADER, INTERNAL_FORMAT,
@@ -31,8 +32,10 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// Creates the consumer and assigns this node's partitions (failing when a topic
 /// is missing or has the wrong partition count), then applies messages in a task
-/// until that task is aborted. In a cluster, an event keyed to another node's shard is
-/// produced again to its shard's partition by `reroute` (the REST topic's producer).
+/// until `shutdown` is cancelled: the task then ends between two batches, once the
+/// batch in hand is applied and its offsets stored. In a cluster, an event keyed to
+/// another node's shard is produced again to its shard's partition by `reroute` (the
+/// REST topic's producer).
 pub async fn start_consumer(
     config: KafkaConfig,
     shards: Vec<ShardId>,
@@ -40,6 +43,7 @@ pub async fn start_consumer(
     engine: Arc<Engine>,
     stats: SharedStats,
     reroute: Option<EventProducer>,
+    shutdown: CancellationToken,
 ) -> Result<(tokio::task::JoinHandle<()>, ConsumerControl), StreamError> {
     let consumer: ShardConsumer = client_config(&config)
         .set("group.id", &config.group_id)
@@ -60,7 +64,7 @@ pub async fn start_consumer(
     consumer.assign(&assignment)?;
     tracing::info!(partitions = assignment.count(), "kafka consumer assigned");
     let consumer = Arc::new(consumer);
-    let lag = watch_lag(consumer.clone(), stats.clone());
+    let lag = watch_lag(consumer.clone(), stats.clone(), shutdown.clone());
     let (commands, control) = mpsc::channel(16);
     let work = consume(
         consumer,
@@ -74,6 +78,7 @@ pub async fn start_consumer(
         stats,
         reroute,
         control,
+        shutdown,
     );
     let task = tokio::spawn(async move {
         tokio::join!(work, lag);
@@ -170,6 +175,7 @@ async fn consume(
     stats: SharedStats,
     reroute_to: Option<EventProducer>,
     mut commands: mpsc::Receiver<Command>,
+    shutdown: CancellationToken,
 ) {
     let mut placement = placement;
     let shard_count = placement.shard_count;
@@ -180,6 +186,8 @@ async fn consume(
     let mut controlled = true;
     loop {
         let first = tokio::select! {
+            // Between two batches: the one before is applied, its offsets on their way.
+            _ = shutdown.cancelled() => break,
             command = commands.recv(), if controlled => {
                 let Some(command) = command else {
                     controlled = false;
@@ -255,6 +263,11 @@ async fn consume(
             record_offsets(&engine, &next_offsets).await;
         }));
     }
+    // The last batch's offsets are stored before the engine is told to stop.
+    if let Some(last) = offsets_in_flight.take() {
+        let _ = last.await;
+    }
+    tracing::info!("kafka consumer stopped");
 }
 
 /// Moves a partition's next offset past `message`; a map of a few partitions, searched
@@ -305,12 +318,15 @@ impl ConsumerContext for PartitionEnds {}
 /// last figure. Also mirrors the positions into the consumer group when they moved
 /// (for tooling: `cluster status` reads the group's lag), at this pace rather than
 /// per batch, for the same reason.
-async fn watch_lag(consumer: Arc<ShardConsumer>, stats: SharedStats) {
+async fn watch_lag(consumer: Arc<ShardConsumer>, stats: SharedStats, shutdown: CancellationToken) {
     let mut committed = Vec::new();
     let mut interval = tokio::time::interval(LAG_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        interval.tick().await;
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
         let positions: Vec<((String, i32), i64)> = stats
             .positions
             .lock()

@@ -16,6 +16,7 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::consumer::decode;
 use super::{client_config, SharedStats, StreamError};
@@ -72,7 +73,8 @@ fn assign(
 }
 
 /// Assigns every input partition of the shards not in `local`, from where the learner's
-/// stored models stop, and feeds the learner in a task until it is aborted.
+/// stored models stop, and feeds the learner in a task until `shutdown` is cancelled
+/// (the task ends between two batches).
 pub fn follow_other_partitions(
     config: &KafkaConfig,
     local: &[ShardId],
@@ -80,6 +82,7 @@ pub fn follow_other_partitions(
     engine: Arc<Engine>,
     learner: Arc<Training>,
     stats: SharedStats,
+    shutdown: CancellationToken,
 ) -> Result<(tokio::task::JoinHandle<()>, FeedControl), StreamError> {
     let consumer: StreamConsumer = client_config(config)
         .set("group.id", format!("{}-learner", config.group_id))
@@ -101,7 +104,7 @@ pub fn follow_other_partitions(
         .collect();
     let max_batch = config.max_batch;
     let task = tokio::spawn(async move {
-        loop {
+        while !shutdown.is_cancelled() {
             while let Ok(command) = commands.try_recv() {
                 obey(command, &consumer, &topics, &mut others, shard_count, &learner);
             }
@@ -123,7 +126,11 @@ pub fn follow_other_partitions(
                 }
             }
             // Wait for a first message at most so long, then see about rebuilds again.
-            let first = match tokio::time::timeout(REBUILD_CHECK, consumer.recv()).await {
+            let first = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                first = tokio::time::timeout(REBUILD_CHECK, consumer.recv()) => first,
+            };
+            let first = match first {
                 Err(_) => continue,
                 Ok(Err(error)) => {
                     stats.consume_errors.fetch_add(1, Ordering::Relaxed);
@@ -168,6 +175,7 @@ pub fn follow_other_partitions(
                 learner.observe(learn).await;
             }
         }
+        tracing::info!("learner feed of other nodes' partitions stopped");
     });
     Ok((task, FeedControl { commands: control }))
 }

@@ -11,6 +11,7 @@ use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::producer::Producer;
 use super::{client_config, StreamError};
@@ -85,8 +86,13 @@ pub fn latest(config: &KafkaConfig) -> Result<(Option<Applied>, i64), StreamErro
     Ok((latest, high))
 }
 
-/// Sends every topology published from `offset` on, in order, until the receiver goes.
-pub fn follow(config: &KafkaConfig, offset: i64) -> Result<mpsc::UnboundedReceiver<Applied>, StreamError> {
+/// Sends every topology published from `offset` on, in order, from a task that ends
+/// when the receiver goes or `shutdown` is cancelled.
+pub fn follow(
+    config: &KafkaConfig,
+    offset: i64,
+    shutdown: CancellationToken,
+) -> Result<(mpsc::UnboundedReceiver<Applied>, tokio::task::JoinHandle<()>), StreamError> {
     let consumer: StreamConsumer = client_config(config)
         .set("group.id", format!("{}-topology", config.group_id))
         .set("enable.auto.commit", "false")
@@ -97,9 +103,13 @@ pub fn follow(config: &KafkaConfig, offset: i64) -> Result<mpsc::UnboundedReceiv
     assignment.add_partition_offset(&config.topology_topic, 0, Offset::Offset(offset))?;
     consumer.assign(&assignment)?;
     let (sender, receiver) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         loop {
-            let message = match consumer.recv().await {
+            let received = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                received = consumer.recv() => received,
+            };
+            let message = match received {
                 Ok(message) => message.detach(),
                 Err(error) => {
                     tracing::warn!(%error, "reading the topology log failed; retrying");
@@ -116,7 +126,7 @@ pub fn follow(config: &KafkaConfig, offset: i64) -> Result<mpsc::UnboundedReceiv
             }
         }
     });
-    Ok(receiver)
+    Ok((receiver, task))
 }
 
 fn decode(payload: Option<&[u8]>) -> Option<Applied> {

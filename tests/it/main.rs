@@ -46,4 +46,5 @@ mod recommend_module;
 mod rules;
 mod search;
 mod search_relevance;
+mod shutdown;
 mod users;

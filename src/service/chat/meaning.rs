@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
 
 use super::ChatService;
 use crate::chat::constraints::Extracted;
@@ -100,15 +101,16 @@ impl ChatService {
 }
 
 impl Services {
-    /// Makes the label vectors of the catalog's dictionary whenever it changes, for
-    /// as long as the node runs (spawned at start with an embedder that understands
+    /// Makes the label vectors of the catalog's dictionary whenever it changes, until
+    /// `shutdown` is cancelled (spawned at start with an embedder that understands
     /// meaning). A label's vector is embedded once and carried to the next
     /// dictionary's, so that a changed catalog costs its new labels only.
-    pub async fn make_label_meanings(self: Arc<Self>) {
+    pub async fn make_label_meanings(self: Arc<Self>, shutdown: CancellationToken) {
         let mut check = tokio::time::interval(LABELS_CHECK);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                _ = shutdown.cancelled() => return,
                 _ = check.tick() => {}
                 _ = self.chat.meanings.wake.notified() => {}
             }
