@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use rankstream::api_keys::{KeyStore, NewKey};
+use rankstream::api_keys::KeyStore;
 use rankstream::clock::{Clock, SystemClock};
 use rankstream::config::Config;
+use rankstream::domain::api_key::NewKey;
 use rankstream::storage::{Settings, Storage};
 use rankstream::time::parse_time_value;
 use serde_json::json;

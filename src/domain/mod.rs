@@ -17,11 +17,17 @@
 //! - [`session_claim`]: how a user's owner asks for a session another node started.
 //! - [`outcome`]: clicks and conversions that name their ranking's `rec_id`, and who
 //!   hears of them once they are applied.
+//! - [`catalog`]: a catalog table's record and the types of its custom fields.
+//! - [`experiment`]: A/B experiments as defined, stored and reported.
+//! - [`api_key`]: the scopes and records of API keys, and why a key is refused.
 
 pub mod affinities;
+pub mod api_key;
 pub mod attributes;
+pub mod catalog;
 pub mod compact;
 pub mod event;
+pub mod experiment;
 pub mod item_features;
 pub mod live_state;
 pub mod live_state_id;

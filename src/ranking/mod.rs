@@ -33,8 +33,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, Value};
 
 use crate::domain::attributes::AttributeId;
-pub use crate::domain::item_features::ItemFeatures;
-pub use crate::domain::signals::Signals;
+use crate::domain::item_features::ItemFeatures;
+use crate::domain::signals::Signals;
 pub use components::feature_vectors;
 pub use ltr::{Feature, FeatureVector, FEATURES};
 pub use record::{RecRecord, ShownRecord};

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::{ServiceError, Services};
 use crate::api_keys::KeyStore;
-pub use crate::api_keys::{ApiKey, AuthFailure, NewKey};
+use crate::domain::api_key::{ApiKey, AuthFailure, NewKey};
 use crate::stream::catalog_log::CatalogChange;
 use crate::training::RetrainReport;
 

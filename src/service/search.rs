@@ -573,7 +573,7 @@ fn min_max(values: &[f32], included: &[bool]) -> Vec<f32> {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::ranking::ItemFeatures;
+    use crate::domain::item_features::ItemFeatures;
 
     fn hit(id: &str, score: f32) -> TextHit {
         TextHit {

@@ -48,7 +48,7 @@ const KEPT_OUTPUT_LINES: usize = 400;
 
 /// Every scope of the contract (admin implies all the others).
 #[allow(unused_imports)] // used by some test crates only
-pub use rankstream::api_keys::SCOPES as ALL_SCOPES;
+pub use rankstream::domain::api_key::SCOPES as ALL_SCOPES;
 
 /// Catalog routes without path parameters.
 pub const ITEM: &str = "/v1/catalog/item";
