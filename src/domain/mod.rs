@@ -23,10 +23,12 @@
 //! - [`catalog`]: a catalog table's record and the types of its custom fields.
 //! - [`experiment`]: A/B experiments as defined, stored and reported.
 //! - [`api_key`]: the scopes and records of API keys, and why a key is refused.
+//! - [`backup`]: what a backup of the node's database is.
 
 pub mod affinities;
 pub mod api_key;
 pub mod attributes;
+pub mod backup;
 pub mod candidate;
 pub mod catalog;
 pub mod compact;

@@ -4,6 +4,7 @@
 //! Writes go key → shard → that shard's actor; reads of stored rows and table
 //! records go straight to the shared handles (RocksDB, the table registry).
 
+mod backup;
 pub mod catalog;
 mod catalog_shard;
 pub mod conversation;
@@ -18,7 +19,6 @@ mod shard_moves;
 mod signal_board;
 
 use std::future::Future;
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use actix::{Actor, Addr, Arbiter, MailboxError, Message};
@@ -34,14 +34,13 @@ use crate::domain::outcome::{Outcome, OutcomeObserver};
 use crate::domain::signals::Signals;
 use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{shard_for, Ownership, ShardId};
+pub use backup::{list_backups, BackupFailure};
 use catalog::{CatalogError, ItemReader, TableRegistry};
-pub use catalog_shard::{CatalogShard, RowResult};
 pub use catalog_shard::Conversion;
+pub use catalog_shard::{CatalogShard, RowResult};
 pub use forget::{DeleteUserError, UserRemoval};
 pub use live_state_error::LiveStateError;
 pub use purge::Purger;
-// Backups are the database's, taken through the engine, which holds it.
-pub use crate::storage::backup::{list as list_backups, BackupError, BackupInfo};
 pub use shard_host::Projection;
 use shard_host::{
     CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost,
@@ -564,12 +563,6 @@ impl Engine {
     /// What the database holds in memory now.
     pub fn storage_memory(&self) -> crate::storage::MemoryUse {
         self.storage.memory()
-    }
-
-    /// Takes a backup of the node's database into `directory` while it serves (see
-    /// `storage::backup`); `progress` hears the bytes copied so far every second. Blocks.
-    pub fn backup(&self, directory: &Path, progress: impl Fn(u64) + Sync) -> Result<BackupInfo, BackupError> {
-        self.storage.backup(directory, progress)
     }
 
     /// The number of shards.
