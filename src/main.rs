@@ -264,13 +264,7 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             let admin_secret = std::env::var("RANKSTREAM_ADMIN_KEY").ok();
-            let system = actix_rt::System::with_tokio_rt(|| {
-                tokio::runtime::Builder::new_multi_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a tokio runtime can be built")
-            });
-            system.block_on(rankstream::server::run(
+            rankstream::engine::run_actor_system(rankstream::server::run(
                 config,
                 Arc::new(SystemClock),
                 admin_secret,

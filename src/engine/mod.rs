@@ -92,6 +92,20 @@ pub struct Engine {
     outcomes: OnceLock<Arc<dyn OutcomeObserver>>,
 }
 
+/// Runs `future` to its end on a new actix system over a multi-threaded tokio runtime,
+/// and returns its output: the runtime a node serves in (the shard actors are actix
+/// actors; everything else, the HTTP server included, is plain tokio). Blocks the
+/// calling thread; call it once, from `main`.
+pub fn run_actor_system<F: Future>(future: F) -> F::Output {
+    let system = actix_rt::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime can be built")
+    });
+    system.block_on(future)
+}
+
 /// An event for a shard this node does not serve now (it moved, or is moving).
 fn not_served(shard: ShardId) -> LiveStateError {
     LiveStateError::Unavailable(format!(
