@@ -9,7 +9,8 @@
 //!   one file per endpoint group that decodes a request, makes one service call and
 //!   encodes the answer; shared decoding rules in `api::decode`; the one place errors
 //!   become statuses (`api::error`). The only module that speaks HTTP (also as a
-//!   client: image fetching, the optional chat LLM).
+//!   client: image fetching, the optional chat LLM). It imports only `service` and
+//!   the base.
 //! - [`service`]: the node's use cases without HTTP, one method each on
 //!   [`service::Services`] (upsert items with their ingest-time vectors, users,
 //!   events, recommend, modules, search, rerank, chat turn, embed, admin), typed
@@ -43,7 +44,9 @@
 //!   layout, durable batches, the bounded group-commit writer thread); used only
 //!   below the service layer.
 //! - The base, which imports no layer: [`domain`] (events, live state, signals, item
-//!   features, which live state a request is about), [`config`], [`topology`] (shards
+//!   features, which live state a request is about, and the vocabulary the `api`
+//!   names: candidates and explanations, business rules, catalog tables and field
+//!   types, experiments, API keys, backups), [`config`], [`topology`] (shards
 //!   and nodes; key → shard with Kafka's murmur2 partitioner), [`clock`], [`time`],
 //!   [`metrics`] (the Prometheus recorder every layer counts through).
 //! - [`server`]: assembles a node ([`server::Node`]) in stages (storage → learning →

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use rankstream::api_keys::{KeyStore, NewKey};
+use rankstream::api_keys::KeyStore;
 use rankstream::clock::{Clock, SystemClock};
 use rankstream::config::Config;
+use rankstream::domain::api_key::NewKey;
 use rankstream::storage::{Settings, Storage};
 use rankstream::time::parse_time_value;
 use serde_json::json;
@@ -263,13 +264,7 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             let admin_secret = std::env::var("RANKSTREAM_ADMIN_KEY").ok();
-            let system = actix_rt::System::with_tokio_rt(|| {
-                tokio::runtime::Builder::new_multi_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a tokio runtime can be built")
-            });
-            system.block_on(rankstream::server::run(
+            rankstream::engine::run_actor_system(rankstream::server::run(
                 config,
                 Arc::new(SystemClock),
                 admin_secret,

@@ -38,9 +38,7 @@ use crate::service::Services;
 use crate::storage::Storage;
 use crate::topology::{Topology, SINGLE_TOML};
 use crate::training::Training;
-use stages::{
-    start_http, start_services, ClusterStage, EngineStage, LearningStage, Placement, StorageStage, StreamStage,
-};
+use stages::{start_http, start_services, ClusterStage, EngineStage, LearningStage, Seat, StorageStage, StreamStage};
 use tasks::{StageTasks, TaskTally};
 
 /// How long a stage's tasks (other than HTTP's) may take to end once told to stop: a
@@ -94,24 +92,15 @@ impl Node {
             services: StageTasks::new("services"),
             http: StageTasks::new("http"),
         };
-        let placement = Placement::load(config)?;
-        let storage = StorageStage::open(config, &clock, admin_secret, &placement)?;
-        let learning = LearningStage::start(config, &placement, &storage).await?;
-        let engine = EngineStage::start(
-            config,
-            clock,
-            &placement,
-            &storage,
-            &learning,
-            &shutdown,
-            &mut tasks.engine,
-        )
-        .await?;
-        let mut stream =
-            StreamStage::start(config, &placement, &learning, &engine, &shutdown, &mut tasks.stream).await?;
+        let seat = Seat::load(config)?;
+        let storage = StorageStage::open(config, &clock, admin_secret, &seat)?;
+        let learning = LearningStage::start(config, &seat, &storage).await?;
+        let engine =
+            EngineStage::start(config, clock, &seat, &storage, &learning, &shutdown, &mut tasks.engine).await?;
+        let mut stream = StreamStage::start(config, &seat, &learning, &engine, &shutdown, &mut tasks.stream).await?;
         let cluster = ClusterStage::start(
             config,
-            &placement,
+            &seat,
             &storage,
             &engine,
             &mut stream,
@@ -122,7 +111,7 @@ impl Node {
         let data_directory = storage.storage.clone();
         let services = start_services(
             config,
-            placement,
+            seat,
             storage,
             learning,
             engine,

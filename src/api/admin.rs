@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::routes::Endpoint;
 use super::{json_response, ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::service::admin::NewKey;
+use crate::domain::api_key::NewKey;
 use crate::time::parse_time_value;
 
 /// Body of `POST /v1/admin/keys`.

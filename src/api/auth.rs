@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::{ApiError, AppState};
 use crate::config::AuthConfig;
-use crate::service::admin::{ApiKey, AuthFailure};
+use crate::domain::api_key::{ApiKey, AuthFailure};
 
 /// Finds the key a request presents and checks it may use `scope`.
 pub fn authorize(

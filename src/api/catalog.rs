@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use super::error::row_failure;
 use super::routes::Endpoint;
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::service::catalog::{FieldType, Relation, TableRecord};
+use crate::domain::catalog::{FieldType, Relation, TableRecord, MAX_FAILED_IDS};
 
 /// Body of `PUT /v1/catalog/table`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -85,7 +85,7 @@ pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -
                         conversion.failed_count,
                         to.name(),
                         conversion.converted,
-                        crate::engine::MAX_FAILED_IDS
+                        MAX_FAILED_IDS
                     ),
                     details,
                 });

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::ApiError;
-use crate::ranking::Rules;
+use crate::domain::rules::Rules;
 
 /// A non-empty string id (`field` names it in the error).
 pub fn item_id(value: &Value, field: &str) -> Result<String, ApiError> {

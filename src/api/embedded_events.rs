@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::ApiError;
-pub use crate::service::embedded_events::EmbeddedEvent;
+use crate::service::embedded_events::EmbeddedEvent;
 
 /// Most embedded events in one request.
 pub const MAX_EMBEDDED_EVENTS: usize = 1_000;

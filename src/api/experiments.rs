@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::routes::Endpoint;
 use super::{forward, json_response, ok, ApiError, ApiRequest, AppState, HttpResponse};
-use crate::service::experiments::{Arm, ExperimentReport, NewExperiment, Unit};
+use crate::domain::experiment::{Arm, ExperimentReport, NewExperiment, Unit};
 
 /// Body of `POST /v1/admin/experiments`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -13,9 +13,9 @@ use super::decode::{
 };
 use super::{json_bytes_response, ApiError, ApiRequest, AppState, HttpResponse};
 
-use crate::ranking::rules::RULE_FIELDS;
-use crate::ranking::{Explanation, Rules};
-use crate::service::recommend::{Candidate, ExperimentArm, RecommendRequest, Recommendation, MAX_CANDIDATES};
+use crate::domain::candidate::{Candidate, Explanation};
+use crate::domain::rules::{Rules, RULE_FIELDS};
+use crate::service::recommend::{ExperimentArm, RecommendRequest, Recommendation, MAX_CANDIDATES};
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let body = match well_formed(&request.body) {
@@ -354,14 +354,8 @@ mod tests {
     /// plain items, awkward ids and scores, an explanation, an echo, an experiment.
     #[test]
     fn the_written_body_is_the_typed_body() {
-        let ranked = |id: &str, score: f32, echoed: Value| crate::ranking::Ranked {
-            index: 0,
-            id: id.into(),
-            score,
-            echoed: echoed.as_object().cloned().unwrap_or_default(),
-            features: None,
-            weights: None,
-            boost: 0.0,
+        let ranked = |id: &str, score: f32, echoed: Value| {
+            crate::service::recommend::ranked_item(id, score, echoed.as_object().cloned().unwrap_or_default())
         };
         let items = vec![
             ranked("a", 0.8, json!({})),

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use rankstream::config::Config;
-use rankstream::storage::backup::{self, BackupInfo};
+use rankstream::domain::backup::BackupInfo;
+use rankstream::storage::backup;
 use rankstream::storage::{Settings, Storage};
 use serde_json::json;
 

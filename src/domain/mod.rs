@@ -17,16 +17,29 @@
 //! - [`session_claim`]: how a user's owner asks for a session another node started.
 //! - [`outcome`]: clicks and conversions that name their ranking's `rec_id`, and who
 //!   hears of them once they are applied.
+//! - [`candidate`]: an item a ranking is asked about, and the explanation of a score.
+//! - [`rules`]: the business rules a request or a model carries (what they are and
+//!   how they are read; `ranking` applies them).
+//! - [`catalog`]: a catalog table's record and the types of its custom fields.
+//! - [`experiment`]: A/B experiments as defined, stored and reported.
+//! - [`api_key`]: the scopes and records of API keys, and why a key is refused.
+//! - [`backup`]: what a backup of the node's database is.
 
 pub mod affinities;
+pub mod api_key;
 pub mod attributes;
+pub mod backup;
+pub mod candidate;
+pub mod catalog;
 pub mod compact;
 pub mod event;
+pub mod experiment;
 pub mod item_features;
 pub mod live_state;
 pub mod live_state_id;
 pub mod outcome;
 pub mod recent;
+pub mod rules;
 pub mod session_claim;
 pub mod signals;
 

@@ -10,10 +10,10 @@ use actix::{Actor, Context, Handler, Message, MessageResult};
 use serde_json::{Map, Value};
 
 use super::catalog::{
-    prepare_row, stamp_row, CatalogError, FieldType, ItemReader, PreparedRow, Relation, RowKind, StoredTimes,
-    TableRecord, TableRegistry,
+    prepare_row, stamp_row, CatalogError, ItemReader, PreparedRow, RowKind, StoredTimes, TableRegistry,
 };
 use crate::clock::SharedClock;
+use crate::domain::catalog::{FieldType, Relation, TableRecord, MAX_FAILED_IDS};
 use crate::domain::event::{decode_stored, Event};
 use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::topology::ShardId;
@@ -390,9 +390,6 @@ pub struct Conversion {
     /// Embedding lengths of the values that convert, with their counts.
     pub lengths: BTreeMap<usize, usize>,
 }
-
-/// Most failed ids a remap reports.
-pub const MAX_FAILED_IDS: usize = 100;
 
 impl Conversion {
     /// Adds another shard's findings.

@@ -4,6 +4,7 @@
 //! Writes go key → shard → that shard's actor; reads of stored rows and table
 //! records go straight to the shared handles (RocksDB, the table registry).
 
+mod backup;
 pub mod catalog;
 mod catalog_shard;
 pub mod conversation;
@@ -18,7 +19,6 @@ mod shard_moves;
 mod signal_board;
 
 use std::future::Future;
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use actix::{Actor, Addr, Arbiter, MailboxError, Message};
@@ -26,6 +26,7 @@ use futures::future::join_all;
 
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
+use crate::domain::catalog::TableRecord;
 use crate::domain::event::{decode_stored, DurableEventSink, Event};
 use crate::domain::live_state::{DecayParams, LiveState};
 use crate::domain::live_state_id::LiveStateId;
@@ -33,14 +34,13 @@ use crate::domain::outcome::{Outcome, OutcomeObserver};
 use crate::domain::signals::Signals;
 use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{shard_for, Ownership, ShardId};
-use catalog::{CatalogError, ItemReader, TableRecord, TableRegistry};
+pub use backup::{list_backups, BackupFailure};
+use catalog::{CatalogError, ItemReader, TableRegistry};
+pub use catalog_shard::Conversion;
 pub use catalog_shard::{CatalogShard, RowResult};
-pub use catalog_shard::{Conversion, MAX_FAILED_IDS};
 pub use forget::{DeleteUserError, UserRemoval};
 pub use live_state_error::LiveStateError;
 pub use purge::Purger;
-// Backups are the database's, taken through the engine, which holds it.
-pub use crate::storage::backup::{list as list_backups, BackupError, BackupInfo};
 pub use shard_host::Projection;
 use shard_host::{
     CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost,
@@ -90,6 +90,20 @@ pub struct Engine {
     claiming: session_claims::Claiming,
     /// Hears of each new click and conversion that carries a `rec_id` (experiments).
     outcomes: OnceLock<Arc<dyn OutcomeObserver>>,
+}
+
+/// Runs `future` to its end on a new actix system over a multi-threaded tokio runtime,
+/// and returns its output: the runtime a node serves in (the shard actors are actix
+/// actors; everything else, the HTTP server included, is plain tokio). Blocks the
+/// calling thread; call it once, from `main`.
+pub fn run_actor_system<F: Future>(future: F) -> F::Output {
+    let system = actix_rt::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime can be built")
+    });
+    system.block_on(future)
 }
 
 /// An event for a shard this node does not serve now (it moved, or is moving).
@@ -563,12 +577,6 @@ impl Engine {
     /// What the database holds in memory now.
     pub fn storage_memory(&self) -> crate::storage::MemoryUse {
         self.storage.memory()
-    }
-
-    /// Takes a backup of the node's database into `directory` while it serves (see
-    /// `storage::backup`); `progress` hears the bytes copied so far every second. Blocks.
-    pub fn backup(&self, directory: &Path, progress: impl Fn(u64) + Sync) -> Result<BackupInfo, BackupError> {
-        self.storage.backup(directory, progress)
     }
 
     /// The number of shards.

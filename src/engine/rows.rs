@@ -6,11 +6,12 @@ use std::sync::Arc;
 use futures::future::join_all;
 use serde_json::{Map, Value};
 
-use super::catalog::{self, id_of, CatalogError, FieldType, Relation, RowKind, TableRecord, USERS_TABLE};
+use super::catalog::{self, id_of, CatalogError, RowKind, USERS_TABLE};
 use super::catalog_shard::{
     Conversion, ConvertField, ConvertMode, DeleteItem, DropTableRows, PatchRow, PutTable, RowResult, UpsertRows,
 };
 use super::{Engine, Remap};
+use crate::domain::catalog::{FieldType, Relation, TableRecord};
 use crate::storage::{layout, Cf, StorageError};
 
 impl Engine {

@@ -11,7 +11,7 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::definition::Arm;
+use crate::domain::experiment::Arm;
 
 /// 2^64, as a float.
 const TWO_TO_THE_64: f64 = 18_446_744_073_709_551_616.0;

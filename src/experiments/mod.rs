@@ -29,10 +29,6 @@
 //! (outcomes arriving later, even for responses served before, are not counted).
 
 pub mod assignment;
-pub mod counts;
-pub mod definition;
-pub mod interval;
-pub mod report;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock, Weak};
@@ -42,12 +38,11 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use crate::clock::SharedClock;
+use crate::domain::experiment::counts::{ArmCounters, ArmCounts};
+use crate::domain::experiment::{Experiment, ExperimentReport, NewExperiment, StoredExperiment};
 use crate::domain::outcome::{Outcome, OutcomeObserver};
 use crate::storage::{layout, Cf, Storage, StorageError};
 use assignment::{arm_at, encode_rec_id, parse_rec_id, unit_point};
-use counts::{ArmCounters, ArmCounts};
-pub use definition::{Arm, Experiment, NewExperiment, StoredExperiment, Unit};
-pub use report::{ArmReport, ExperimentReport, Status};
 
 /// How often the counts are written.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::*;
 use crate::clock::ManualClock;
 use crate::config::Durability;
+use crate::domain::experiment::{Arm, Status, Unit};
 
 fn open(dir: &tempfile::TempDir) -> Arc<Experiments> {
     let storage = Storage::open(dir.path(), Durability::Sync).unwrap();

@@ -5,8 +5,9 @@ use compact_str::CompactString;
 use rustc_hash::FxHashMap;
 
 use super::trained::{covisit_key, ItemIndex, Trained};
-use super::{Candidate, Feature, FeatureVector, RankContext, FEATURES};
+use super::{Feature, FeatureVector, RankContext, FEATURES};
 use crate::domain::attributes::AttributeId;
+use crate::domain::candidate::Candidate;
 
 /// A user's long-term affinity counts this much of a session's.
 const USER_AFFINITY_WEIGHT: f64 = 0.5;

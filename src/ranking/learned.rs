@@ -2,7 +2,8 @@
 //! the learned ranker (a blend whose weights come from outcomes once it has enough).
 
 use super::trained::{Trained, TrainedSnapshots};
-use super::{feature_vectors, Candidate, Feature, Model, ModelError, RankContext, Scored, FEATURES};
+use super::{feature_vectors, Feature, Model, ModelError, RankContext, Scored, FEATURES};
+use crate::domain::candidate::Candidate;
 
 /// Unavailable items lose this much (every other feature is at most 1).
 pub const UNAVAILABLE_PENALTY: f64 = -1.0;

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use super::{Candidate, Model, ModelError, RankContext};
+use super::{Model, ModelError, RankContext};
+use crate::domain::candidate::Candidate;
 
 /// Scores items in input order with strictly decreasing deterministic scores.
 struct InputOrder;

@@ -33,13 +33,15 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, Value};
 
 use crate::domain::attributes::AttributeId;
-pub use crate::domain::item_features::ItemFeatures;
-pub use crate::domain::signals::Signals;
+use crate::domain::candidate::{Candidate, Explanation};
+use crate::domain::item_features::ItemFeatures;
+use crate::domain::rules::Rules;
+use crate::domain::signals::Signals;
 pub use components::feature_vectors;
 pub use ltr::{Feature, FeatureVector, FEATURES};
 pub use record::{RecRecord, ShownRecord};
 pub use registry::{RegistryError, DEFAULT_MODELS_TOML};
-pub use rules::{Placed, Rules};
+pub use rules::Placed;
 pub use trained::{covisit_key, ItemIds, ItemIndex, Trained, TrainedSnapshots};
 
 /// The catalog's ranking features of items, by id: what the self-tuner reads to weigh
@@ -47,33 +49,6 @@ pub use trained::{covisit_key, ItemIds, ItemIndex, Trained, TrainedSnapshots};
 pub trait ItemCatalog: Send + Sync {
     /// `None` for an item the catalog does not hold (or cannot read now).
     fn features(&self, id: &str) -> Option<Arc<ItemFeatures>>;
-}
-
-/// One item to rank, with the request's attributes for it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
-    /// Inline up to 24 bytes: no allocation per candidate for the ids of most catalogs.
-    pub id: CompactString,
-    /// Request attributes; they override the catalog's values for this request.
-    pub attributes: Map<String, Value>,
-    /// The catalog's view of the item (with the request's overrides); `None` if unknown.
-    pub features: Option<Arc<ItemFeatures>>,
-}
-
-impl Candidate {
-    /// A candidate whose features are not attached yet.
-    pub fn new(id: impl Into<CompactString>, attributes: Map<String, Value>) -> Candidate {
-        Candidate {
-            id: id.into(),
-            attributes,
-            features: None,
-        }
-    }
-
-    /// Whether the catalog holds it soft-deleted (features must be attached).
-    pub fn is_deleted(&self) -> bool {
-        self.features.as_ref().is_some_and(|features| features.deleted)
-    }
 }
 
 /// What a model may use besides the candidates.
@@ -204,9 +179,6 @@ pub struct Ranked {
     /// What the business rules' boosts added to the model's score (in `score`).
     pub boost: f32,
 }
-
-/// Why an item scored what it did: named contributions that sum to its score.
-pub type Explanation = Vec<(Cow<'static, str>, f64)>;
 
 /// The affinity of the session and user to each attribute, as the affinity feature
 /// sums it per candidate ([`explain_affinity`]).

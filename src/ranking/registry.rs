@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::learned::{ConsumedPolicy, Learned, Weights};
-use super::rules::RULE_FIELDS;
 use super::trained::TrainedSnapshots;
-use super::{mock, Feature, Model, ModelRegistry, Rules, FEATURES};
+use super::{mock, Feature, Model, ModelRegistry, FEATURES};
+use crate::domain::rules::{Rules, RULE_FIELDS};
 
 /// The embedded registry, used when `training.models_file` is empty.
 pub const DEFAULT_MODELS_TOML: &str = include_str!("../../config/models.toml");

@@ -1,5 +1,5 @@
 //! The stages of a node, started in this order, each from what the earlier ones
-//! built: placement (where the node stands in the cluster) → storage → learning →
+//! built: seat (where the node stands in the cluster) → storage → learning →
 //! engine → stream → cluster → services; HTTP ([`super::Node::serve`]) comes last.
 //! Every task a stage spawns is given the node's shutdown token and kept in the
 //! stage's [`StageTasks`] (which the node holds); [`super::Node::stop`] stops the
@@ -17,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 use super::tasks::StageTasks;
 use super::{load_models, load_topology};
 use crate::api::{self, AppState, FailedAuth, LlmClient, PeerClaims, Peers, RateLimits, RequestTimes};
-use crate::api_keys::{ApiKey, KeyStore};
+use crate::api_keys::KeyStore;
 use crate::clock::SharedClock;
 use crate::config::Config;
+use crate::domain::api_key::ApiKey;
 use crate::embed::{Embedder, SharedEmbedder};
 use crate::engine::{Engine, HeldShards, Purger};
 use crate::experiments::{Experiments, FLUSH_INTERVAL};
@@ -40,7 +41,7 @@ use crate::training::Training;
 /// Where the node stands: the topology file, the cluster's current topology (the
 /// latest `cluster apply` published) and this node's place in it. Read before any
 /// stage starts.
-pub(super) struct Placement {
+pub(super) struct Seat {
     /// The topology file (or the one-node default).
     pub(super) topology: Topology,
     /// More than one node: Kafka carries the events, the catalog and the topology.
@@ -57,8 +58,8 @@ pub(super) struct Placement {
     pub(super) cluster: Arc<Cluster>,
 }
 
-impl Placement {
-    pub(super) fn load(config: &Config) -> anyhow::Result<Placement> {
+impl Seat {
+    pub(super) fn load(config: &Config) -> anyhow::Result<Seat> {
         let topology = load_topology(config)?;
         let clustered = topology.nodes.len() > 1;
         if clustered && !config.kafka.enabled {
@@ -103,7 +104,7 @@ impl Placement {
         };
         let ownership = Ownership::new(&me, epoch, current, &[]);
         let cluster = Arc::new(Cluster::new(ownership.clone(), clustered, &config.node));
-        Ok(Placement {
+        Ok(Seat {
             topology,
             clustered,
             epoch,
@@ -132,7 +133,7 @@ impl StorageStage {
         config: &Config,
         clock: &SharedClock,
         admin_secret: Option<&str>,
-        placement: &Placement,
+        seat: &Seat,
     ) -> anyhow::Result<StorageStage> {
         let retention = config.training.ranking_retention();
         let storage = Storage::open_with(&config.storage.data_dir, Settings::of(&config.storage, retention))
@@ -142,8 +143,8 @@ impl StorageStage {
             println!("bootstrap admin key: {secret}");
             println!("(shown once; keep it, or set RANKSTREAM_ADMIN_KEY to choose your own)");
         }
-        let node_key = match placement.cluster.is_multi_node() {
-            true => Some(keys.node_key(placement.cluster.me())?),
+        let node_key = match seat.cluster.is_multi_node() {
+            true => Some(keys.node_key(seat.cluster.me())?),
             false => None,
         };
         Ok(StorageStage {
@@ -165,16 +166,8 @@ pub(super) struct LearningStage {
 }
 
 impl LearningStage {
-    pub(super) async fn start(
-        config: &Config,
-        placement: &Placement,
-        storage: &StorageStage,
-    ) -> anyhow::Result<LearningStage> {
-        let training = Training::start(
-            storage.storage.clone(),
-            placement.topology.shards,
-            config.training.clone(),
-        )?;
+    pub(super) async fn start(config: &Config, seat: &Seat, storage: &StorageStage) -> anyhow::Result<LearningStage> {
+        let training = Training::start(storage.storage.clone(), seat.topology.shards, config.training.clone())?;
         let models = load_models(config, &training)?;
         let embedder = load_embedder(config).await?;
         Ok(LearningStage {
@@ -209,20 +202,20 @@ impl EngineStage {
     pub(super) async fn start(
         config: &Config,
         clock: SharedClock,
-        placement: &Placement,
+        seat: &Seat,
         storage: &StorageStage,
         learning: &LearningStage,
         shutdown: &CancellationToken,
         tasks: &mut StageTasks,
     ) -> anyhow::Result<EngineStage> {
-        let Placement {
+        let Seat {
             ownership,
             cluster,
             epoch,
             me,
             clustered,
             ..
-        } = placement;
+        } = seat;
         let (training, storage_handle) = (&learning.training, &storage.storage);
         let engine = Arc::new(Engine::start(
             storage_handle.clone(),
@@ -241,7 +234,7 @@ impl EngineStage {
         // Which shards this node serves: on one node all; in a cluster, what it holds
         // (the shards of its topology at its first start) and is taking over.
         let held = match clustered {
-            false => (0..placement.topology.shards).map(|shard| (shard, 0)).collect(),
+            false => (0..seat.topology.shards).map(|shard| (shard, 0)).collect(),
             true => match engine.held_shards()? {
                 Some(held) => held,
                 None => {
@@ -310,7 +303,7 @@ impl StreamStage {
     /// Spawns the consumer and the feed into `tasks`.
     pub(super) async fn start(
         config: &Config,
-        placement: &Placement,
+        seat: &Seat,
         learning: &LearningStage,
         engine: &EngineStage,
         shutdown: &CancellationToken,
@@ -325,7 +318,7 @@ impl StreamStage {
         let stats = kafka.enabled.then(SharedStats::default);
         let (mut consumer, mut feed) = (None, None);
         if let Some(stats) = stats.as_ref().filter(|_| !kafka.inputs.is_empty()) {
-            let reroute = match placement.cluster.is_multi_node() {
+            let reroute = match seat.cluster.is_multi_node() {
                 true => {
                     let (feeding, control) = follow_other_partitions(
                         kafka,
@@ -376,7 +369,7 @@ impl ClusterStage {
     /// into `tasks`; the mover takes the stream stage's controls.
     pub(super) async fn start(
         config: &Config,
-        placement: &Placement,
+        seat: &Seat,
         storage: &StorageStage,
         engine: &EngineStage,
         stream: &mut StreamStage,
@@ -384,7 +377,7 @@ impl ClusterStage {
         tasks: &mut StageTasks,
     ) -> anyhow::Result<ClusterStage> {
         let kafka = &config.kafka;
-        let cluster = &placement.cluster;
+        let cluster = &seat.cluster;
         // In a cluster, every node applies the catalog, user and key writes of the others.
         let catalog_log = match cluster.is_multi_node() {
             true => {
@@ -409,9 +402,9 @@ impl ClusterStage {
             false => None,
         };
         // In a cluster, shards move live as the topology log says.
-        if placement.clustered {
+        if seat.clustered {
             let mover = Mover {
-                ownership: placement.ownership.clone(),
+                ownership: seat.ownership.clone(),
                 engine: engine.engine.clone(),
                 kafka: kafka.clone(),
                 producer: Producer::new(kafka, &[])?,
@@ -421,7 +414,7 @@ impl ClusterStage {
                 catalog_read: catalog_log.as_ref().map(|log| log.stats.caught_up.subscribe()),
                 shutdown: shutdown.clone(),
             };
-            let (topologies, following) = topology_log::follow(kafka, placement.topology_offset, shutdown.clone())?;
+            let (topologies, following) = topology_log::follow(kafka, seat.topology_offset, shutdown.clone())?;
             tasks.adopt("topology log follower", following);
             tasks.spawn("shard mover", mover.run(topologies));
         }
@@ -434,7 +427,7 @@ impl ClusterStage {
 #[allow(clippy::too_many_arguments)] // one argument per stage before
 pub(super) fn start_services(
     config: &Config,
-    placement: Placement,
+    seat: Seat,
     storage: StorageStage,
     learning: LearningStage,
     engine: EngineStage,
@@ -462,7 +455,7 @@ pub(super) fn start_services(
             state_deadline_ms: config.engine.state_read_deadline_ms,
             ..RankingStats::default()
         },
-        cluster: placement.cluster,
+        cluster: seat.cluster,
         catalog_log: cluster.catalog_log,
         purger: engine.purger,
         backups: Backups::new(&config.storage.backup_dir, &config.storage.data_dir),

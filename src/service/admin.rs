@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ServiceError, Services};
 use crate::api_keys::KeyStore;
-pub use crate::api_keys::{ApiKey, AuthFailure, NewKey};
+use crate::domain::api_key::{ApiKey, AuthFailure, NewKey};
 use crate::stream::catalog_log::CatalogChange;
 use crate::training::RetrainReport;
 

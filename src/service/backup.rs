@@ -14,7 +14,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{ServiceError, Services};
-use crate::engine::{list_backups, BackupError, BackupInfo};
+use crate::domain::backup::BackupInfo;
+use crate::engine::{list_backups, BackupFailure};
 
 /// What a restore does without the search index.
 pub const SEARCH_INDEX_NOTE: &str =
@@ -122,8 +123,8 @@ impl Services {
         .await
         .map_err(|error| ServiceError::Internal(format!("the backup task failed: {error}")))?;
         let info = taken.map_err(|error| match error {
-            BackupError::Io { .. } => ServiceError::Invalid(format!("cannot back up there: {error}")),
-            error => ServiceError::Storage(error.to_string()),
+            BackupFailure::Directory(_) => ServiceError::Invalid(format!("cannot back up there: {error}")),
+            BackupFailure::Storage(_) => ServiceError::Storage(error.to_string()),
         })?;
         let report = BackupReport {
             info,

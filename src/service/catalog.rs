@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::{ServiceError, Services};
-pub use crate::engine::catalog::{FieldType, Relation, TableRecord};
+use crate::domain::catalog::{FieldType, Relation, TableRecord};
 use crate::engine::catalog::{RowKind, USERS_TABLE};
-pub use crate::engine::Remap;
+use crate::engine::Remap;
 use crate::stream::catalog_log::CatalogChange;
 
 /// A stored row (item or user) as the catalog keeps it.

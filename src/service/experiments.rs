@@ -9,8 +9,8 @@
 //! as they are applied (the engine's outcome observer), wherever they arrive.
 
 use super::{ServiceError, Services};
-pub use crate::experiments::definition::MAX_ARMS;
-pub use crate::experiments::{Arm, Assignment, ExperimentReport, NewExperiment, Status, Unit};
+use crate::domain::experiment::{ExperimentReport, NewExperiment};
+use crate::experiments::Assignment;
 use crate::stream::catalog_log::CatalogChange;
 
 impl Services {

@@ -9,9 +9,11 @@ use serde_json::{Map, Value};
 
 use super::recommend::{leaves_out_deleted, rule_stack, ExperimentArm, Profile};
 use super::{ServiceError, Services};
+use crate::domain::candidate::Candidate;
+use crate::domain::rules::{Diversity, Rules};
 use crate::ranking::modules::{module_score, place, Adjustment, Displacement, Pinned};
-use crate::ranking::rules::{self, Diversity};
-use crate::ranking::{rank, Candidate, Model, Placed, RankContext, Ranked, Rules};
+use crate::ranking::rules;
+use crate::ranking::{rank, Model, Placed, RankContext, Ranked};
 
 /// A module request, valid by the SPEC's rules.
 #[derive(Debug, Clone)]

@@ -11,13 +11,11 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{ServiceError, Services};
+use crate::domain::candidate::{Candidate, Explanation};
+use crate::domain::rules::{Rules, VIRTUAL_FIELDS};
 use crate::domain::{ItemFeatures, LiveStateId, Signals};
 use crate::experiments::Assignment;
-use crate::ranking::rules::VIRTUAL_FIELDS;
-pub use crate::ranking::Candidate;
-use crate::ranking::{
-    affinity_by_attribute, explain_affinity, rank, Explanation, Model, RankContext, Ranked, Rules, ShownRecord,
-};
+use crate::ranking::{affinity_by_attribute, explain_affinity, rank, Model, RankContext, Ranked, ShownRecord};
 
 /// Recent items whose embeddings make the profile vector.
 const PROFILE_ITEMS: usize = 10;
@@ -52,6 +50,22 @@ pub struct Recommendation {
     pub experiment: Option<ExperimentArm>,
     /// With `explain`: each item's explanation, affinity split by attribute.
     pub explanations: Option<Vec<Explanation>>,
+}
+
+/// A ranked item as a response shows it (its id, score and duplicate-group echo; no
+/// features, no boost): for the API's tests, which build a [`Recommendation`] without
+/// ranking anything.
+#[cfg(test)]
+pub fn ranked_item(id: &str, score: f32, echoed: Map<String, Value>) -> Ranked {
+    Ranked {
+        index: 0,
+        id: id.into(),
+        score,
+        echoed,
+        features: None,
+        weights: None,
+        boost: 0.0,
+    }
 }
 
 /// The experiment a response was ranked in, and the arm (the response's `experiment`).

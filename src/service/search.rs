@@ -33,12 +33,13 @@ use super::recommend::{leaves_out_deleted, rule_stack, Profile};
 use super::search_reading::Reading;
 use super::{ServiceError, Services};
 use crate::config::SearchConfig;
+use crate::domain::candidate::{Candidate, Explanation};
+use crate::domain::rules::Rules;
 use crate::embed::Lane;
 use crate::engine::catalog::ItemReader;
-use crate::ranking::rules::{self, Rules};
+use crate::ranking::rules;
 use crate::ranking::{
-    affinity_by_attribute, explain_affinity, feature_vectors, Candidate, Explanation, Feature, FeatureVector, Placed,
-    RankContext, FEATURES,
+    affinity_by_attribute, explain_affinity, feature_vectors, Feature, FeatureVector, Placed, RankContext, FEATURES,
 };
 use crate::search::{TextHit, Wanted};
 
@@ -573,7 +574,7 @@ fn min_max(values: &[f32], included: &[bool]) -> Vec<f32> {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::ranking::ItemFeatures;
+    use crate::domain::item_features::ItemFeatures;
 
     fn hit(id: &str, score: f32) -> TextHit {
         TextHit {

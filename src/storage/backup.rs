@@ -13,11 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::Storage;
+use crate::domain::backup::BackupInfo;
 use rocksdb::backup::{BackupEngine, BackupEngineInfo, BackupEngineOptions, RestoreOptions};
 use rocksdb::Env;
-use serde::Serialize;
-
-use super::Storage;
 
 /// How often progress is reported while a backup copies.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -34,17 +33,6 @@ pub enum BackupError {
     UnknownBackup(PathBuf, u32),
     #[error("{0} is not empty: restore into a new or empty data directory")]
     NotEmpty(PathBuf),
-}
-
-/// One backup in a backup directory.
-#[derive(Debug, Clone, Serialize)]
-pub struct BackupInfo {
-    pub backup_id: u32,
-    /// When it was taken, unix seconds.
-    pub created_at: i64,
-    /// Bytes of its files (files shared with other backups counted in each).
-    pub size_bytes: u64,
-    pub files: u32,
 }
 
 impl From<&BackupEngineInfo> for BackupInfo {

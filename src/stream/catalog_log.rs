@@ -25,13 +25,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::producer::Producer;
 use super::{client_config, StreamError};
-use crate::api_keys::{ApiKey, KeyStore};
+use crate::api_keys::KeyStore;
 use crate::config::KafkaConfig;
-use crate::engine::catalog::{FieldType, Relation, RowKind};
+use crate::domain::api_key::ApiKey;
+use crate::domain::catalog::{FieldType, Relation};
+use crate::domain::experiment::StoredExperiment;
+use crate::engine::catalog::RowKind;
 use crate::engine::conversation::Conversations;
 use crate::engine::Engine;
 use crate::engine::Purger;
-use crate::experiments::{ExperimentError, Experiments, StoredExperiment};
+use crate::experiments::{ExperimentError, Experiments};
 
 /// Header naming the node that accepted a write.
 const ORIGIN_HEADER: &str = "rankstream-origin";

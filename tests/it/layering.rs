@@ -1,9 +1,29 @@
-//! The crate's layering, checked on its source (a scan of every `crate::` path,
-//! `use` groups included): which top-level module imports which. `api` → `service` → {`engine`, `ranking`, `search`, `embed`, `chat`,
-//! `training`, `stream`, `api_keys`, `experiments`} → `storage` → the base (`domain`, `config`,
-//! `time`, `clock`, `topology`, `metrics`, `allocator`). No circle between modules; only `api` speaks HTTP
-//! (hyper); `storage` is reached only from below the service layer. `lib.rs`,
-//! `main.rs` (with its `cli` commands) and `server.rs` assemble the node and are outside the layers.
+//! The crate's layering, checked on its source (a scan of every `crate::` path, `use`
+//! groups included, and of every outside crate's path), as DESIGN.md §8 draws it:
+//!
+//! ```text
+//! api → service → {stream → engine → training → ranking, search, embed, chat, experiments}
+//!     → storage → domain (the base)
+//! ```
+//!
+//! - A module imports its own layer and the layers below it, never one above; no circle
+//!   between modules.
+//! - The middle layer is ordered too: `stream` (Kafka's consumers feed the engine) above
+//!   `engine` (the shard actors, which hand events to the learner) above `training` (the
+//!   learner, which builds the models) above the leaves `ranking`, `search`, `embed`,
+//!   `chat`, `experiments` and `api_keys`.
+//! - `api` imports only `service` and the base: a handler decodes, makes one service
+//!   call and encodes, so every type it names is the service's or the base's.
+//! - `storage` is reached only from below the service layer.
+//! - Each outside library is confined to its module: rocksdb → `storage`, rdkafka →
+//!   `stream`, tantivy → `search`, actix → `engine`, candle (and its tokenizer) →
+//!   `embed`, hyper → `api`.
+//! - No `pub use` (or `pub type`) passes another module's items through: a type is
+//!   named where it is defined.
+//!
+//! `lib.rs`, `main.rs` (with its `cli` commands) and `server.rs` assemble the node: they
+//! sit outside the layers and may import any module, but not the outside libraries
+//! above.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -12,23 +32,38 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["api"],
     &["service"],
-    &[
-        "engine",
-        "ranking",
-        "search",
-        "embed",
-        "chat",
-        "training",
-        "stream",
-        "api_keys",
-        "experiments",
-    ],
+    // The middle layer, in DESIGN's order.
+    &["stream"],
+    &["engine"],
+    &["training"],
+    &["ranking", "search", "embed", "chat", "experiments", "api_keys"],
     &["storage"],
+    // The base.
     &["domain", "config", "time", "clock", "topology", "metrics", "allocator"],
 ];
 
+/// The layer of the base: types and helpers every layer shares.
+const BASE: usize = LAYERS.len() - 1;
+
 /// Modules that assemble the node rather than sit in a layer.
 const ROOTS: &[&str] = &["lib", "main", "server", "cli"];
+
+/// Each outside library (as its paths start) and the one module that may use it.
+const CONFINED: &[(&str, &str)] = &[
+    ("rocksdb::", "storage"),
+    ("librocksdb_sys::", "storage"),
+    ("rdkafka::", "stream"),
+    ("tantivy::", "search"),
+    ("actix::", "engine"),
+    ("actix_rt::", "engine"),
+    ("candle_core::", "embed"),
+    ("candle_nn::", "embed"),
+    ("candle_transformers::", "embed"),
+    ("tokenizers::", "embed"),
+    ("hyper::", "api"),
+    ("hyper_util::", "api"),
+    ("http_body_util::", "api"),
+];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&module))
@@ -106,35 +141,95 @@ fn crate_imports(code: &str) -> BTreeSet<String> {
 struct Graph {
     /// module → modules it imports (other than itself).
     edges: BTreeMap<String, BTreeSet<String>>,
-    /// module → files that use hyper or its companions.
-    http: BTreeMap<String, Vec<PathBuf>>,
+    /// (outside library, module, file) for every file that names the library.
+    libraries: Vec<(&'static str, String, PathBuf)>,
+    /// (file, the line) for every `pub use` or `pub type` that names another module.
+    passed_through: Vec<(PathBuf, String)>,
+}
+
+/// True when `code` names `path_start` (`rocksdb::`) as a path of its own, not as the
+/// end of a longer name (`librocksdb::`) or a field (`.rocksdb::`).
+fn names_path(code: &str, path_start: &str) -> bool {
+    code.match_indices(path_start).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    })
+}
+
+/// The `pub use` and `pub type` statements of `code` that name an item of another
+/// top-level module than `module`, each on one line.
+fn pass_throughs(code: &str, module: &str) -> Vec<String> {
+    const STARTS: [&str; 4] = ["pub use ", "pub(crate) use ", "pub type ", "pub(crate) type "];
+    let mut found = Vec::new();
+    let mut lines = code.lines();
+    while let Some(line) = lines.next() {
+        let line = line.trim_start();
+        if !STARTS.iter().any(|start| line.starts_with(start)) {
+            continue;
+        }
+        let mut statement = line.to_owned();
+        while !statement.contains(';') {
+            match lines.next() {
+                Some(next) => statement.push_str(next),
+                None => break,
+            }
+        }
+        let statement = statement.split(';').next().unwrap_or_default();
+        if crate_imports(statement).iter().any(|import| import != module) {
+            found.push(statement.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    found
 }
 
 fn graph() -> Graph {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut http: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    let mut graph = Graph {
+        edges: BTreeMap::new(),
+        libraries: Vec::new(),
+        passed_through: Vec::new(),
+    };
     for file in files {
         let module = module_of(&src, &file);
         let code = code(&std::fs::read_to_string(&file).unwrap());
-        let imports = edges.entry(module.clone()).or_default();
+        let imports = graph.edges.entry(module.clone()).or_default();
         imports.extend(crate_imports(&code).into_iter().filter(|import| *import != module));
-        if ["hyper::", "hyper_util::", "http_body_util::"]
-            .iter()
-            .any(|crate_name| code.contains(crate_name))
-        {
-            http.entry(module).or_default().push(file);
+        for (library, _) in CONFINED {
+            if names_path(&code, library) {
+                graph.libraries.push((library, module.clone(), file.clone()));
+            }
+        }
+        for line in pass_throughs(&code, &module) {
+            graph.passed_through.push((file.clone(), line));
         }
     }
-    Graph { edges, http }
+    graph
 }
 
 #[test]
 fn the_group_parser_reads_every_member() {
     let imports = crate_imports("use crate::{a::b, c, d::{e, f}};\nlet x = crate::g::h();");
     assert_eq!(imports, BTreeSet::from(["a", "c", "d", "g"].map(String::from)));
+}
+
+#[test]
+fn the_scanners_tell_paths_and_pass_throughs_apart() {
+    assert!(names_path("use rocksdb::DB;", "rocksdb::"));
+    assert!(names_path("let x = ::rocksdb::Options::default();", "rocksdb::"));
+    assert!(!names_path("use librocksdb::DB;", "rocksdb::"));
+    assert!(!names_path("let y = my_rocksdb::x();", "rocksdb::"));
+    let code = "pub use crate::engine::Remap;\npub use self::inner::Thing;\nuse crate::storage::Cf;\n\
+                pub use crate::service::{a::B, c};\npub type Alias = crate::ranking::Rules;\npub use crate::api::X;";
+    assert_eq!(
+        pass_throughs(code, "api"),
+        vec![
+            "pub use crate::engine::Remap".to_owned(),
+            "pub use crate::service::{a::B, c}".to_owned(),
+            "pub type Alias = crate::ranking::Rules".to_owned(),
+        ]
+    );
 }
 
 #[test]
@@ -167,6 +262,47 @@ fn every_module_imports_only_its_layer_and_below() {
         }
     }
     assert!(problems.is_empty(), "layering broken:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_api_imports_only_the_services_and_the_base() {
+    let graph = graph();
+    let outside: Vec<&String> = graph.edges["api"]
+        .iter()
+        .filter(|import| import.as_str() != "service" && layer_of(import) != Some(BASE))
+        .collect();
+    assert!(outside.is_empty(), "api imports {outside:?}: only service and the base");
+}
+
+#[test]
+fn each_outside_library_stays_in_its_module() {
+    let graph = graph();
+    let strays: Vec<String> = graph
+        .libraries
+        .iter()
+        .filter(|(library, module, _)| CONFINED.iter().any(|(name, home)| name == library && home != module))
+        .map(|(library, module, file)| format!("{library} in {module}: {}", file.display()))
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "outside libraries used outside their module:\n{}",
+        strays.join("\n")
+    );
+}
+
+#[test]
+fn no_pub_use_passes_another_modules_items_through() {
+    let graph = graph();
+    let lines: Vec<String> = graph
+        .passed_through
+        .iter()
+        .map(|(file, line)| format!("{}: {line}", file.display()))
+        .collect();
+    assert!(
+        lines.is_empty(),
+        "items passed through another module:\n{}",
+        lines.join("\n")
+    );
 }
 
 #[test]
@@ -206,16 +342,4 @@ fn no_circle_between_modules() {
             panic!("import circle: {}", circle.join(" → "));
         }
     }
-}
-
-#[test]
-fn only_the_api_speaks_http() {
-    let graph = graph();
-    let outside: Vec<_> = graph
-        .http
-        .iter()
-        .filter(|(module, _)| module.as_str() != "api")
-        .flat_map(|(_, files)| files)
-        .collect();
-    assert!(outside.is_empty(), "hyper used outside src/api: {outside:?}");
 }

@@ -162,13 +162,13 @@ fn constraints() -> Vec<(&'static str, serde_json::Value)> {
         ),
         (
             "RemapBody",
-            json!({"properties": {"type": {"enum": crate::service::catalog::FieldType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>()}}}),
+            json!({"properties": {"type": {"enum": crate::domain::catalog::FieldType::ALL.iter().map(|t| t.name()).collect::<Vec<_>>()}}}),
         ),
         (
             "CreateKeyBody",
             json!({"properties": {
                 "name": {"minLength": 1},
-                "scopes": {"minItems": 1, "items": {"enum": crate::api_keys::SCOPES}},
+                "scopes": {"minItems": 1, "items": {"enum": crate::domain::api_key::SCOPES}},
                 "expires_at": {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}, {"type": "null"}]},
                 "rate_per_sec": {"format": "int64", "maximum": u32::MAX},
                 "burst": {"format": "int64", "maximum": u32::MAX},
@@ -182,7 +182,7 @@ fn constraints() -> Vec<(&'static str, serde_json::Value)> {
             "CreateExperimentBody",
             json!({"properties": {
                 "id": {"pattern": "^[A-Za-z0-9_-]{1,64}$"},
-                "arms": {"minItems": 2, "maxItems": crate::service::experiments::MAX_ARMS},
+                "arms": {"minItems": 2, "maxItems": crate::domain::experiment::MAX_ARMS},
             }}),
         ),
         (

@@ -65,17 +65,17 @@ pub(super) fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -
         Endpoint::AdminExperiments => (
             "Create an A/B experiment: its id can then be used as a `model_id`.",
             Some(schemas.of::<crate::api::experiments::CreateExperimentBody>()),
-            (201, schemas.of::<crate::service::experiments::ExperimentReport>()),
+            (201, schemas.of::<crate::domain::experiment::ExperimentReport>()),
         ),
         Endpoint::AdminExperiment => (
             "An A/B experiment and, per arm, its counts, CTR and conversion rate with 95% intervals, and the difference to the control.",
             None,
-            (200, schemas.of::<crate::service::experiments::ExperimentReport>()),
+            (200, schemas.of::<crate::domain::experiment::ExperimentReport>()),
         ),
         Endpoint::AdminExperimentStop => (
             "Stop an A/B experiment: every later request gets the control arm, and nothing more is counted.",
             None,
-            (200, schemas.of::<crate::service::experiments::ExperimentReport>()),
+            (200, schemas.of::<crate::domain::experiment::ExperimentReport>()),
         ),
         Endpoint::CatalogTable if get => (
             "Every table with its inferred field types and its rows (items searchable now; for users, stored users).",
@@ -85,12 +85,12 @@ pub(super) fn spec(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -
         Endpoint::CatalogTable => (
             "Create or update a table.",
             Some(schemas.of::<crate::api::catalog::PutTableBody>()),
-            (200, schemas.of::<crate::service::catalog::TableRecord>()),
+            (200, schemas.of::<crate::domain::catalog::TableRecord>()),
         ),
         Endpoint::CatalogTableNamed if get => (
             "A table, with its fields' types.",
             None,
-            (200, schemas.of::<crate::service::catalog::TableRecord>()),
+            (200, schemas.of::<crate::domain::catalog::TableRecord>()),
         ),
         Endpoint::CatalogTableNamed => (
             "Delete a table and its items.",

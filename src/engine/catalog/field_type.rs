@@ -1,9 +1,10 @@
-//! Custom field types: inferred from the first value seen, enforced after.
+//! Custom field types ([`FieldType`]): inferred from the first value seen, enforced
+//! after, converted by a remap.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::CatalogError;
+use crate::domain::catalog::FieldType;
 use crate::time::{parse_iso8601, parse_time_value};
 
 /// Longest string value, in bytes.
@@ -13,61 +14,7 @@ pub const MAX_EMBEDDING_DIMS: usize = 1024;
 /// Largest object value, serialized, in bytes.
 pub const MAX_OBJECT_BYTES: usize = 4 * 1024;
 
-/// The type of a custom field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub enum FieldType {
-    #[serde(rename = "string")]
-    String,
-    #[serde(rename = "number")]
-    Number,
-    #[serde(rename = "boolean")]
-    Boolean,
-    #[serde(rename = "array<string>")]
-    ArrayString,
-    /// RFC 3339 string or unix number (s or ms).
-    #[serde(rename = "time")]
-    Time,
-    /// Array of numbers.
-    #[serde(rename = "embedding")]
-    Embedding,
-    /// Primary key (or keys) of rows in another table.
-    #[serde(rename = "relation")]
-    Relation,
-    #[serde(rename = "object")]
-    Object,
-}
-
 impl FieldType {
-    pub const ALL: [FieldType; 8] = [
-        FieldType::String,
-        FieldType::Number,
-        FieldType::Boolean,
-        FieldType::ArrayString,
-        FieldType::Time,
-        FieldType::Embedding,
-        FieldType::Relation,
-        FieldType::Object,
-    ];
-
-    /// The name used on the wire.
-    pub fn name(self) -> &'static str {
-        match self {
-            FieldType::String => "string",
-            FieldType::Number => "number",
-            FieldType::Boolean => "boolean",
-            FieldType::ArrayString => "array<string>",
-            FieldType::Time => "time",
-            FieldType::Embedding => "embedding",
-            FieldType::Relation => "relation",
-            FieldType::Object => "object",
-        }
-    }
-
-    /// Parses a wire name.
-    pub fn from_name(name: &str) -> Option<FieldType> {
-        FieldType::ALL.into_iter().find(|t| t.name() == name)
-    }
-
     /// The type a first value implies; `None` for null. A string field declared as a
     /// table relation is a relation.
     pub fn infer(value: &Value, declared_relation: bool) -> Option<FieldType> {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{CatalogError, FieldType, TableRecord, TableRegistry, DEFAULT_ITEM_TABLE, USERS_TABLE};
+use super::{CatalogError, TableRegistry, DEFAULT_ITEM_TABLE, USERS_TABLE};
+use crate::domain::catalog::{FieldType, TableRecord};
 use crate::storage::Cf;
 use crate::time::{format_rfc3339, parse_iso8601, parse_rfc3339, parse_time_value};
 

@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use serde::{Deserialize, Serialize};
 
-use super::{CatalogError, FieldType};
+use super::CatalogError;
 use crate::clock::SharedClock;
+use crate::domain::catalog::{FieldType, Relation, TableRecord};
 use crate::storage::{layout, Cf, Storage, StorageError};
 use crate::time::format_rfc3339;
 use crate::topology::shard_for;
@@ -22,37 +22,6 @@ pub const USERS_TABLE: &str = "users";
 pub const DEFAULT_ITEM_TABLE: &str = "items";
 /// Longest table name, in bytes.
 const MAX_TABLE_NAME: usize = 128;
-
-/// A relation column: `field` holds primary keys of rows in `relation_table`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Relation {
-    pub field: String,
-    pub relation_table: String,
-}
-
-/// A table as stored and as returned by the API.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct TableRecord {
-    pub table_name: String,
-    pub description: String,
-    pub relations: Vec<Relation>,
-    /// Custom field types, inferred at first ingest or remapped.
-    pub fields: BTreeMap<String, FieldType>,
-    /// The length of every value of each embedding field: the first stored one's.
-    /// (Absent from records stored before lengths were kept: the next value sets it.)
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub embedding_lengths: BTreeMap<String, usize>,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-impl TableRecord {
-    /// Whether `field` is declared as a relation column.
-    pub fn is_relation(&self, field: &str) -> bool {
-        self.relations.iter().any(|relation| relation.field == field)
-    }
-}
 
 /// Checks a table name: 1–128 characters of `[A-Za-z0-9_.-]`.
 pub fn validate_table_name(name: &str) -> Result<(), CatalogError> {

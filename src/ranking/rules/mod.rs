@@ -19,154 +19,23 @@
 //! negations and `exists: false`. Numbers compare as numbers, strings as strings
 //! (RFC 3339 times in order); a number never equals a string.
 //!
-//! Nothing here reads the catalog: the service checks that the fields exist
-//! ([`Rules::fields`]) and attaches each candidate's features before ranking.
+//! The rules themselves, and their reading from a request, are the domain's
+//! ([`crate::domain::rules`]); this module applies them. Nothing here reads the
+//! catalog: the service checks that the fields exist ([`Rules::fields`]) and attaches
+//! each candidate's features before ranking.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 
 use compact_str::CompactString;
-use rustc_hash::{FxHashMap, FxHashSet};
-use serde_json::{Map, Value};
+use rustc_hash::FxHashMap;
 
-use super::Candidate;
-use crate::domain::attributes::{field_key, interned, AttributeId};
+use crate::domain::candidate::Candidate;
 use crate::domain::item_features::FieldValue;
-
-mod parse;
-
-/// The request (and models.toml) keys that hold rules.
-pub const RULE_FIELDS: [&str; 4] = ["exclude_ids", "filters", "boosts", "diversity"];
-
-/// Fields every candidate has whatever its table: its id and whether it can be had.
-pub const VIRTUAL_FIELDS: [&str; 2] = ["id", "available"];
+use crate::domain::rules::{Bound, Diversity, FieldName, Predicate, Rules, Test};
 
 /// The explanation's name for what the boosts added to a score.
 pub const BOOST: &str = "boost";
-
-/// Deepest nesting of `any`/`all`/`not`.
-const MAX_DEPTH: usize = 16;
-/// Most predicates in one rule set, nested ones included.
-const MAX_PREDICATES: usize = 1_000;
-/// Most ids in `exclude_ids`.
-pub const MAX_EXCLUDED: usize = 10_000;
-
-/// A rule that cannot be read; the message says which and why.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct RuleError(pub String);
-
-/// One source's rules (a request's, or a model's defaults).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Rules {
-    pub exclude_ids: FxHashSet<String>,
-    /// All of them must hold.
-    pub filters: Vec<Predicate>,
-    pub boosts: Vec<Boost>,
-    pub diversity: Option<Diversity>,
-}
-
-/// A test of a candidate, composable with `all`, `any` and `not`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Predicate {
-    Field { field: FieldName, test: Test },
-    All(Vec<Predicate>),
-    Any(Vec<Predicate>),
-    Not(Box<Predicate>),
-}
-
-/// What a field's value is tested for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Test {
-    Eq(FieldValue),
-    Ne(FieldValue),
-    In(Vec<FieldValue>),
-    Nin(Vec<FieldValue>),
-    Lt(Bound),
-    Lte(Bound),
-    Gt(Bound),
-    Gte(Bound),
-    /// Both ends included.
-    Range(Bound, Bound),
-    /// `true`: present and not null.
-    Exists(bool),
-}
-
-/// A field a rule names, with the id its name is interned under in the catalog's
-/// features, once some item has it (looked up at the first use that finds it).
-#[derive(Debug)]
-pub struct FieldName {
-    pub name: String,
-    id: AtomicU32,
-}
-
-/// Not looked up yet, or no item had the field then.
-const UNRESOLVED: u32 = u32::MAX;
-
-impl FieldName {
-    pub fn new(name: String) -> FieldName {
-        FieldName {
-            name,
-            id: AtomicU32::new(UNRESOLVED),
-        }
-    }
-
-    /// The interned id of the name; `None` while no catalog row has had the field.
-    fn id(&self) -> Option<AttributeId> {
-        match self.id.load(AtomicOrdering::Relaxed) {
-            UNRESOLVED => {
-                let id = interned(&field_key(&self.name))?;
-                self.id.store(id, AtomicOrdering::Relaxed);
-                Some(id)
-            }
-            id => Some(id),
-        }
-    }
-}
-
-impl Clone for FieldName {
-    fn clone(&self) -> FieldName {
-        FieldName {
-            name: self.name.clone(),
-            id: AtomicU32::new(self.id.load(AtomicOrdering::Relaxed)),
-        }
-    }
-}
-
-impl PartialEq for FieldName {
-    fn eq(&self, other: &FieldName) -> bool {
-        self.name == other.name
-    }
-}
-
-/// The far side of an order comparison.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Bound {
-    Number(f64),
-    Text(CompactString),
-}
-
-/// A score change for the items a predicate matches: `score × multiply + add`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Boost {
-    pub when: Predicate,
-    pub multiply: f64,
-    pub add: f64,
-}
-
-/// At most `max_per_value` items per value of `field` in the first `top_k` places
-/// (every place when `top_k` is absent). The best items that keep to it take those
-/// places in score order; the items passed over follow them. An item whose field holds
-/// several values counts for each; an item without the field is never passed over.
-/// When too few items keep to it to fill `top_k` places, the answer stops where they
-/// run out: the rule holds over every place up to `top_k`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Diversity {
-    pub field: FieldName,
-    pub max_per_value: usize,
-    pub top_k: Option<usize>,
-}
 
 /// An item kept by the rules: its place in the candidates, its final score and how
 /// much the boosts changed it.
@@ -175,27 +44,6 @@ pub struct Placed {
     pub index: usize,
     pub score: f32,
     pub boost: f32,
-}
-
-impl Rules {
-    /// The rules among `body`'s fields (`None` when it has none of them).
-    pub fn from_fields(body: &Map<String, Value>) -> Result<Option<Rules>, RuleError> {
-        parse::rules(body)
-    }
-
-    /// Every field a rule names, once each, in the order they appear.
-    pub fn fields(&self) -> Vec<&str> {
-        let mut fields = Vec::new();
-        for predicate in self.filters.iter().chain(self.boosts.iter().map(|boost| &boost.when)) {
-            predicate.fields(&mut fields);
-        }
-        if let Some(diversity) = &self.diversity {
-            fields.push(diversity.field.name.as_str());
-        }
-        let mut seen = FxHashSet::default();
-        fields.retain(|field| seen.insert(*field));
-        fields
-    }
 }
 
 /// Applies the rule sets in `stack` (a model's defaults, then the request's: every
@@ -326,16 +174,6 @@ impl Predicate {
             Predicate::Not(predicate) => !predicate.matches(candidate),
         }
     }
-
-    fn fields<'r>(&'r self, out: &mut Vec<&'r str>) {
-        match self {
-            Predicate::Field { field, .. } => out.push(&field.name),
-            Predicate::All(predicates) | Predicate::Any(predicates) => {
-                predicates.iter().for_each(|predicate| predicate.fields(out))
-            }
-            Predicate::Not(predicate) => predicate.fields(out),
-        }
-    }
 }
 
 impl Test {
@@ -398,7 +236,7 @@ impl Bound {
 mod tests {
     use std::sync::Arc;
 
-    use serde_json::json;
+    use serde_json::{json, Map, Value};
 
     use super::*;
     use crate::domain::ItemFeatures;
@@ -415,10 +253,6 @@ mod tests {
 
     fn rules(body: Value) -> Rules {
         Rules::from_fields(body.as_object().unwrap()).unwrap().unwrap()
-    }
-
-    fn error(body: Value) -> String {
-        Rules::from_fields(body.as_object().unwrap()).unwrap_err().0
     }
 
     fn shop() -> Vec<Candidate> {
@@ -581,44 +415,5 @@ mod tests {
         let request = rules(json!({"filters": [{"field": "brand", "op": "ne", "value": "y"}]}));
         let placed = apply(&[&model, &request], &shop(), &[4.0, 3.0, 2.0, 1.0], None);
         assert_eq!(placed.iter().map(|p| p.index).collect::<Vec<_>>(), [3, 2]);
-    }
-
-    #[test]
-    fn the_fields_a_rule_set_names() {
-        let rules = rules(json!({
-            "filters": [{"any": [{"field": "a", "op": "exists"}, {"not": {"field": "b", "op": "eq", "value": 1}}]}],
-            "boosts": [{"field": "a", "op": "eq", "value": 2, "multiply": 2}],
-            "diversity": {"field": "c", "max_per_value": 1}
-        }));
-        assert_eq!(rules.fields(), ["a", "b", "c"]);
-    }
-
-    #[test]
-    fn malformed_rules_say_what_is_wrong() {
-        assert!(error(json!({"filters": {}})).contains("array"));
-        assert!(error(json!({"filters": [{"field": "p", "op": "about", "value": 1}]})).contains("\"about\""));
-        assert!(error(json!({"filters": [{"field": "p", "op": "in", "value": 1}]})).contains("filters[0].value"));
-        assert!(error(json!({"filters": [{"field": "p", "op": "eq", "value": {}}]})).contains("filters[0].value"));
-        assert!(error(json!({"filters": [{"op": "eq", "value": 1}]})).contains("field"));
-        assert!(
-            error(json!({"filters": [{"any": [{"field": "p", "op": "lt", "value": true}]}]}))
-                .contains("filters[0].any[0]")
-        );
-        assert!(error(json!({"filters": [{"field": "p", "op": "eq", "value": 1, "not": {}}]})).contains("one of"));
-        assert!(error(json!({"filters": [{"field": "p", "op": "eq", "value": 1, "boost": 2}]})).contains("\"boost\""));
-        assert!(error(json!({"boosts": [{"field": "p", "op": "eq", "value": 1}]})).contains("multiply"));
-        assert!(error(json!({"boosts": [{"field": "p", "op": "eq", "value": 1, "add": "x"}]})).contains("add"));
-        assert!(error(json!({"diversity": {"field": "p"}})).contains("max_per_value"));
-        assert!(error(json!({"diversity": {"field": "p", "max_per_value": 0}})).contains("max_per_value"));
-        assert!(error(json!({"exclude_ids": ["a", 1]})).contains("exclude_ids"));
-        let mut deep = json!({"field": "p", "op": "exists"});
-        for _ in 0..20 {
-            deep = json!({ "not": deep });
-        }
-        assert!(error(json!({ "filters": [deep] })).contains("nest"));
-        assert_eq!(
-            Rules::from_fields(json!({"filters": null}).as_object().unwrap()),
-            Ok(None)
-        );
     }
 }

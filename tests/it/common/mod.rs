@@ -48,7 +48,7 @@ const LISTENING_PREFIX: &str = "rankstream listening on ";
 const KEPT_OUTPUT_LINES: usize = 400;
 
 /// Every scope of the contract (admin implies all the others).
-pub use rankstream::api_keys::SCOPES as ALL_SCOPES;
+pub use rankstream::domain::api_key::SCOPES as ALL_SCOPES;
 
 /// A port on 127.0.0.1 that this test process owns for its whole run, for a process the
 /// test starts on a port it names itself and may restart on it (a cluster's node, a

@@ -1,8 +1,17 @@
-//! What an experiment is: its id, the unit it hashes, its arms (each a model and a
+//! What an A/B experiment is: its id, the unit it hashes, its arms (each a model and a
 //! share of the traffic) and which arm is the control; and the rules a new one must
-//! follow, every broken one reported at once.
+//! follow, every broken one reported at once. Also what is counted per arm
+//! ([`counts`]), the figures reported with their 95% intervals ([`report`],
+//! [`interval`]). The experiments themselves (stored, assigned, counted) live in
+//! `crate::experiments`; these are the types the layers above it name.
 
 use serde::{Deserialize, Serialize};
+
+pub mod counts;
+pub mod interval;
+pub mod report;
+
+pub use report::{ArmReport, ExperimentReport, Status};
 
 /// Longest experiment id and arm name.
 pub const MAX_NAME_LEN: usize = 64;

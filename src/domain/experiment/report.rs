@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::counts::ArmCounts;
-use super::definition::{StoredExperiment, Unit};
 use super::interval::{rate, wald, wald_difference};
+use super::{StoredExperiment, Unit};
 use crate::time::format_rfc3339;
 
 /// Whether an experiment assigns its arms.
@@ -166,7 +166,7 @@ impl ExperimentReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::definition::{Arm, Experiment};
+    use crate::domain::experiment::{Arm, Experiment};
 
     fn stored() -> StoredExperiment {
         let arm = |name: &str| Arm {
