@@ -59,7 +59,15 @@
 //! `api::serve` accepts a connection → `api::handle` applies the deadline →
 //! `api::route` matches the path (`api::routes`), authorizes the key and its scope
 //! (`api::auth`), takes a token from the key's rate bucket, reads the body under the
-//! size limit → the endpoint's file decodes it into a typed request and calls one
+//! size limit → in a cluster, `api::forward::for_endpoint` asks the service layer
+//! where the request's key lives ([`service::cluster::Cluster::place`]: its uid, else
+//! sid, else cid → shard → owner node): a request for another node's key is sent
+//! there as it came (`api::forward::to_owner`, with what is left of the deadline) and
+//! its answer returned unchanged; a request whose session a user on another node
+//! claimed goes to that node (`api::forward::to_claimant`); a read by an id that does
+//! not name its shard (an event), answered 404 here, asks the other nodes in turn
+//! (`api::forward::first_found`) → otherwise, here, the
+//! endpoint's file decodes the body into a typed request and calls one
 //! [`service::Services`] method → the service does the use case:
 //!
 //! - catalog and users: key → shard → that shard's `CatalogShard`, which validates,
@@ -83,8 +91,13 @@
 //!
 //! # Path of an event
 //!
-//! REST (`api::events` → `Services::ingest_events`) or Kafka (`stream`) → one
-//! [`domain::event::Event`] → `Engine::ingest` takes credits for the events in
+//! REST (`api::events`): in a cluster the batch is scattered by owner
+//! (`ingest_where_owned`: each event's routing key → its shard's node; the events of
+//! other nodes go to each in one batch at `/v1/internal/events`, all at once, and the
+//! answers are gathered back into the request's order) → `Services::ingest_events`
+//! (produced to Kafka first when it is on) → one [`domain::event::Event`]; or Kafka
+//! (`stream::consumer`, which reads only the partitions of this node's shards, from the
+//! offsets stored with their state) → the same event → `Engine::ingest` takes credits for the events in
 //! flight on their shard (callers wait past `engine.max_events_in_flight`) and
 //! routes each by its routing key (uid, else sid, else cid) to that shard's
 //! `ShardHost` → the host drops duplicates (event id index), gives it the next log

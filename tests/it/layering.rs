@@ -48,21 +48,21 @@ const BASE: usize = LAYERS.len() - 1;
 /// Modules that assemble the node rather than sit in a layer.
 const ROOTS: &[&str] = &["lib", "main", "server", "cli"];
 
-/// Each outside library (as its paths start) and the one module that may use it.
+/// Each outside library (its crate name) and the one module that may use it.
 const CONFINED: &[(&str, &str)] = &[
-    ("rocksdb::", "storage"),
-    ("librocksdb_sys::", "storage"),
-    ("rdkafka::", "stream"),
-    ("tantivy::", "search"),
-    ("actix::", "engine"),
-    ("actix_rt::", "engine"),
-    ("candle_core::", "embed"),
-    ("candle_nn::", "embed"),
-    ("candle_transformers::", "embed"),
-    ("tokenizers::", "embed"),
-    ("hyper::", "api"),
-    ("hyper_util::", "api"),
-    ("http_body_util::", "api"),
+    ("rocksdb", "storage"),
+    ("librocksdb_sys", "storage"),
+    ("rdkafka", "stream"),
+    ("tantivy", "search"),
+    ("actix", "engine"),
+    ("actix_rt", "engine"),
+    ("candle_core", "embed"),
+    ("candle_nn", "embed"),
+    ("candle_transformers", "embed"),
+    ("tokenizers", "embed"),
+    ("hyper", "api"),
+    ("hyper_util", "api"),
+    ("http_body_util", "api"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -147,12 +147,23 @@ struct Graph {
     passed_through: Vec<(PathBuf, String)>,
 }
 
-/// True when `code` names `path_start` (`rocksdb::`) as a path of its own, not as the
-/// end of a longer name (`librocksdb::`) or a field (`.rocksdb::`).
-fn names_path(code: &str, path_start: &str) -> bool {
-    code.match_indices(path_start).any(|(at, _)| {
-        let before = code[..at].chars().next_back();
-        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+/// True when `code` names the outside crate `name` (`rocksdb`): as the start of a path
+/// (`rocksdb::DB`, `::rocksdb::Options`) or in a `use` or `extern crate` of the crate
+/// itself (`use rocksdb;`, `use rocksdb as db;`), not as part of a longer name
+/// (`librocksdb`, `my_rocksdb`) or a field (`.rocksdb`).
+fn names_crate(code: &str, name: &str) -> bool {
+    code.match_indices(name).any(|(at, _)| {
+        let (before, after) = (&code[..at], &code[at + name.len()..]);
+        let joined_before = before
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        let joined_after = after.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        if joined_before || joined_after {
+            return false;
+        }
+        let before = before.trim_end_matches("::").trim_end();
+        after.starts_with("::") || before.ends_with("use") || before.ends_with("extern crate")
     })
 }
 
@@ -197,7 +208,7 @@ fn graph() -> Graph {
         let imports = graph.edges.entry(module.clone()).or_default();
         imports.extend(crate_imports(&code).into_iter().filter(|import| *import != module));
         for (library, _) in CONFINED {
-            if names_path(&code, library) {
+            if names_crate(&code, library) {
                 graph.libraries.push((library, module.clone(), file.clone()));
             }
         }
@@ -216,10 +227,15 @@ fn the_group_parser_reads_every_member() {
 
 #[test]
 fn the_scanners_tell_paths_and_pass_throughs_apart() {
-    assert!(names_path("use rocksdb::DB;", "rocksdb::"));
-    assert!(names_path("let x = ::rocksdb::Options::default();", "rocksdb::"));
-    assert!(!names_path("use librocksdb::DB;", "rocksdb::"));
-    assert!(!names_path("let y = my_rocksdb::x();", "rocksdb::"));
+    assert!(names_crate("use rocksdb::DB;", "rocksdb"));
+    assert!(names_crate("let x = ::rocksdb::Options::default();", "rocksdb"));
+    assert!(names_crate("use rocksdb as db;", "rocksdb"));
+    assert!(names_crate("use rocksdb;", "rocksdb"));
+    assert!(names_crate("extern crate rocksdb;", "rocksdb"));
+    assert!(!names_crate("use librocksdb::DB;", "rocksdb"));
+    assert!(!names_crate("let y = my_rocksdb::x();", "rocksdb"));
+    assert!(!names_crate("let rocksdb = open(); rocksdb.put(k, v);", "rocksdb"));
+    assert!(!names_crate("use crate::storage::rocksdb_options;", "rocksdb"));
     let code = "pub use crate::engine::Remap;\npub use self::inner::Thing;\nuse crate::storage::Cf;\n\
                 pub use crate::service::{a::B, c};\npub type Alias = crate::ranking::Rules;\npub use crate::api::X;";
     assert_eq!(
