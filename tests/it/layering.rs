@@ -158,7 +158,10 @@ fn names_crate(code: &str, name: &str) -> bool {
             .chars()
             .next_back()
             .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
-        let joined_after = after.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        let joined_after = after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
         if joined_before || joined_after {
             return false;
         }
