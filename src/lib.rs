@@ -57,17 +57,20 @@
 //! # Path of a request
 //!
 //! `api::serve` accepts a connection → `api::handle` applies the deadline →
-//! `api::route` matches the path (`api::routes`), authorizes the key and its scope
+//! `api::route` matches the path to its record in the route table (`api::routes`,
+//! where each endpoint is declared once with its methods, scopes, forwarding rule,
+//! OpenAPI operation and handler), authorizes the key and the method's scope
 //! (`api::auth`), takes a token from the key's rate bucket, reads the body under the
-//! size limit → in a cluster, `api::forward::for_endpoint` asks the service layer
-//! where the request's key lives ([`service::cluster::Cluster::place`]: its uid, else
-//! sid, else cid → shard → owner node): a request for another node's key is sent
-//! there as it came (`api::forward::to_owner`, with what is left of the deadline) and
-//! its answer returned unchanged; a request whose session a user on another node
-//! claimed goes to that node (`api::forward::to_claimant`); a read by an id that does
-//! not name its shard (an event), answered 404 here, asks the other nodes in turn
-//! (`api::forward::first_found`) → otherwise, here, the
-//! endpoint's file decodes the body into a typed request and calls one
+//! size limit → in a cluster, the method's forwarding rule (`api::forward::by_rule`)
+//! asks the service layer where the request's key lives
+//! ([`service::cluster::Cluster::place`]: its uid, else sid, else cid → shard → owner
+//! node): a request for another node's key is sent there as it came
+//! (`api::forward::to_owner`, with what is left of the deadline) and its answer
+//! returned unchanged; a request whose session a user on another node claimed goes to
+//! that node (`api::forward::to_claimant`); a read by an id that does not name its
+//! shard (an event), answered 404 here, asks the other nodes in turn
+//! (`api::forward::first_found`) → otherwise, here, the method's handler, in the
+//! endpoint's file, decodes the body into a typed request and calls one
 //! [`service::Services`] method → the service does the use case:
 //!
 //! - catalog and users: key → shard → that shard's `CatalogShard`, which validates,

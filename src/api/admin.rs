@@ -6,7 +6,6 @@ use serde::Deserialize;
 
 use serde_json::{json, Value};
 
-use super::routes::Endpoint;
 use super::{json_response, ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::domain::api_key::NewKey;
 use crate::time::parse_time_value;
@@ -51,56 +50,72 @@ fn optional_whole_u32<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Resu
     }
 }
 
-pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    match (endpoint, request.method.as_str()) {
-        (Endpoint::AdminKeys, "POST") => {
-            let body: CreateKeyBody = request.json()?;
-            let expires_at =
-                match body.expires_at {
-                    None | Some(Value::Null) => None,
-                    Some(value) => Some(parse_time_value(&value).ok_or_else(|| {
-                        ApiError::validation("\"expires_at\" must be an RFC 3339 time or a unix number")
-                    })?),
-                };
-            let new = NewKey {
-                name: body.name,
-                scopes: body.scopes,
-                expires_at,
-                rate_per_sec: body.rate_per_sec,
-                burst: body.burst,
-            };
-            let (key, secret) = state.services.create_key(new).await?;
-            let mut view = key.view();
-            view["key"] = Value::String(secret);
-            Ok(json_response(StatusCode::CREATED, &view))
-        }
-        (Endpoint::AdminStats, _) => {
-            let mut stats = state.services.stats();
-            stats["requests"] = state.request_times.to_json();
-            stats["auth"] = state.failed_auth.to_json();
-            ok(&stats)
-        }
-        (Endpoint::AdminRetrain, _) => ok(&json!(state.services.retrain().await?)),
-        (Endpoint::AdminCompact, _) => {
-            let body: CompactBody = match request.body.iter().all(u8::is_ascii_whitespace) {
-                true => CompactBody::default(),
-                false => request.json()?,
-            };
-            ok(&state.services.compact(body.all).await?)
-        }
-        // Always into `storage.backup_dir`: a request never chooses where the node writes.
-        (Endpoint::AdminBackup, "POST") => ok(&state.services.backup().await?),
-        (Endpoint::AdminBackup, _) => ok(&state.services.backup_status()?),
-        (Endpoint::AdminKeys, _) => {
-            let keys: Vec<Value> = state.services.list_keys().iter().map(|key| key.view()).collect();
-            ok(&json!({ "keys": keys }))
-        }
-        (Endpoint::AdminKey, _) => {
-            let id = &request.params[0];
-            state.services.revoke_key(id).await?;
-            state.limits.forget(id);
-            ok(&json!({ "id": id, "revoked": true }))
-        }
-        _ => unreachable!("routes.rs sends only admin endpoints here"),
-    }
+/// `POST /v1/admin/keys`: a new key, its secret shown only here (201).
+pub async fn create_key(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let body: CreateKeyBody = request.json()?;
+    let expires_at = match body.expires_at {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            parse_time_value(&value)
+                .ok_or_else(|| ApiError::validation("\"expires_at\" must be an RFC 3339 time or a unix number"))?,
+        ),
+    };
+    let new = NewKey {
+        name: body.name,
+        scopes: body.scopes,
+        expires_at,
+        rate_per_sec: body.rate_per_sec,
+        burst: body.burst,
+    };
+    let (key, secret) = state.services.create_key(new).await?;
+    let mut view = key.view();
+    view["key"] = Value::String(secret);
+    Ok(json_response(StatusCode::CREATED, &view))
+}
+
+/// `GET /v1/admin/keys`: every key, without secrets.
+pub async fn list_keys(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let keys: Vec<Value> = state.services.list_keys().iter().map(|key| key.view()).collect();
+    ok(&json!({ "keys": keys }))
+}
+
+/// `DELETE /v1/admin/keys/{id}`.
+pub async fn revoke_key(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let id = &request.params[0];
+    state.services.revoke_key(id).await?;
+    state.limits.forget(id);
+    ok(&json!({ "id": id, "revoked": true }))
+}
+
+/// `GET /v1/admin/stats`: the node's statistics, with the frontend's own.
+pub async fn stats(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let mut stats = state.services.stats();
+    stats["requests"] = state.request_times.to_json();
+    stats["auth"] = state.failed_auth.to_json();
+    ok(&stats)
+}
+
+/// `POST /v1/admin/models/retrain`.
+pub async fn retrain(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    ok(&json!(state.services.retrain().await?))
+}
+
+/// `POST /v1/admin/compact`, with an optional body.
+pub async fn compact(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let body: CompactBody = match request.body.iter().all(u8::is_ascii_whitespace) {
+        true => CompactBody::default(),
+        false => request.json()?,
+    };
+    ok(&state.services.compact(body.all).await?)
+}
+
+/// `POST /v1/admin/backup`: always into `storage.backup_dir` (a request never chooses
+/// where the node writes).
+pub async fn backup(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    ok(&state.services.backup().await?)
+}
+
+/// `GET /v1/admin/backup`.
+pub async fn backup_status(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    ok(&state.services.backup_status()?)
 }

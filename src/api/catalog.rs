@@ -1,11 +1,9 @@
 //! Catalog endpoints: tables, items (one and bulk), soft and purge deletes, field remaps.
 
-use hyper::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::error::row_failure;
-use super::routes::Endpoint;
 use super::{ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::domain::catalog::{FieldType, Relation, TableRecord, MAX_FAILED_IDS};
 
@@ -43,101 +41,120 @@ pub(super) struct RemapAnswer<'a> {
     failed_count: usize,
 }
 
-pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let services = &state.services;
-    match (endpoint, &request.method) {
-        (Endpoint::CatalogTable, &Method::GET) => ok(&json!({ "tables": services.list_tables().await? })),
-        (Endpoint::CatalogTable, _) => {
-            let body: PutTableBody = request.json()?;
-            let record = services
-                .put_table(&body.table_name, body.description, body.relations)
-                .await?;
-            ok(&*record)
-        }
-        (Endpoint::CatalogTableNamed, &Method::GET) => ok(&*services.get_table(&request.params[0])?),
-        (Endpoint::CatalogTableNamed, _) => {
-            let name = &request.params[0];
-            services.delete_table(name).await?;
-            ok(&json!({ "table_name": name, "deleted": true }))
-        }
-        (Endpoint::CatalogTableField, _) => {
-            let (table, field) = (&request.params[0], &request.params[1]);
-            let body: RemapBody = request.json()?;
-            let to = FieldType::from_name(&body.field_type).ok_or_else(|| {
-                let known: Vec<_> = FieldType::ALL.iter().map(|t| t.name()).collect();
-                ApiError::validation(format!(
-                    "unknown field type {:?} (known: {})",
-                    body.field_type,
-                    known.join(", ")
-                ))
-            })?;
-            let remap = services
-                .remap_field(table, field, to, body.force.unwrap_or(false))
-                .await?;
-            let conversion = &remap.conversion;
-            if !remap.applied {
-                let details = conversion.failed.iter().map(|id| json!({ "id": id })).collect();
-                return Err(ApiError::Validation {
-                    message: format!(
-                        "{} stored value(s) of field {field:?} in table {table:?} do not convert to {} \
-                         ({} do); nothing changed. Send \"force\": true to remove the field from those rows \
-                         and remap (details: the first {} ids)",
-                        conversion.failed_count,
-                        to.name(),
-                        conversion.converted,
-                        MAX_FAILED_IDS
-                    ),
-                    details,
-                });
-            }
-            ok(&RemapAnswer {
-                table: &remap.table,
-                converted: conversion.converted,
-                failed: &conversion.failed,
-                failed_count: conversion.failed_count,
-            })
-        }
-        (Endpoint::CatalogItem, _) => {
-            let item = request.json_value()?;
-            if !item.is_object() {
-                return Err(ApiError::validation(
-                    "the body must be one item object; use PUT /v1/catalog/items for many",
-                ));
-            }
-            let stored = services
-                .upsert_items(vec![item])
-                .await?
-                .pop()
-                .expect("one result per row")?;
-            ok(&item_ack(&stored))
-        }
-        (Endpoint::CatalogItems, _) => put_items(state, &request).await,
-        (Endpoint::CatalogItemNamed, &Method::GET) => ok(&services.get_item(&request.params[0], &request.params[1])?),
-        (Endpoint::CatalogItemNamed, &Method::PATCH) => {
-            let (table, id) = (&request.params[0], &request.params[1]);
-            let stored = services.patch_item(table, id, patch_body(&request)?).await?;
-            ok(&item_ack(&stored))
-        }
-        (Endpoint::CatalogItemNamed, _) => {
-            let (table, id) = (&request.params[0], &request.params[1]);
-            let purge = request.query_flag("purge");
-            services.delete_item(table, id, purge).await?;
-            ok(&json!({ "id": id, "_table": table, "is_deleted": true, "purged": purge }))
-        }
-        _ => unreachable!("routes.rs sends only catalog endpoints here"),
-    }
+/// `GET /v1/catalog/table`: every table.
+pub async fn list_tables(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    ok(&json!({ "tables": state.services.list_tables().await? }))
 }
 
-/// Bulk upsert: a JSON array, or NDJSON (one object per line). Rows that fail are
-/// reported by index; the others are stored.
-async fn put_items(state: &AppState, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
+/// `PUT /v1/catalog/table`: create or update a table.
+pub async fn put_table(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let body: PutTableBody = request.json()?;
+    let record = state
+        .services
+        .put_table(&body.table_name, body.description, body.relations)
+        .await?;
+    ok(&*record)
+}
+
+/// `GET /v1/catalog/table/{name}`: the table record.
+pub async fn get_table(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    ok(&*state.services.get_table(&request.params[0])?)
+}
+
+/// `DELETE /v1/catalog/table/{name}`: the table and its items.
+pub async fn delete_table(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let name = &request.params[0];
+    state.services.delete_table(name).await?;
+    ok(&json!({ "table_name": name, "deleted": true }))
+}
+
+/// `PUT /v1/catalog/table/{name}/fields/{field}`: remap a field's type.
+pub async fn remap_field(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let services = &state.services;
+    let (table, field) = (&request.params[0], &request.params[1]);
+    let body: RemapBody = request.json()?;
+    let to = FieldType::from_name(&body.field_type).ok_or_else(|| {
+        let known: Vec<_> = FieldType::ALL.iter().map(|t| t.name()).collect();
+        ApiError::validation(format!(
+            "unknown field type {:?} (known: {})",
+            body.field_type,
+            known.join(", ")
+        ))
+    })?;
+    let remap = services
+        .remap_field(table, field, to, body.force.unwrap_or(false))
+        .await?;
+    let conversion = &remap.conversion;
+    if !remap.applied {
+        let details = conversion.failed.iter().map(|id| json!({ "id": id })).collect();
+        return Err(ApiError::Validation {
+            message: format!(
+                "{} stored value(s) of field {field:?} in table {table:?} do not convert to {} \
+                 ({} do); nothing changed. Send \"force\": true to remove the field from those rows \
+                 and remap (details: the first {} ids)",
+                conversion.failed_count,
+                to.name(),
+                conversion.converted,
+                MAX_FAILED_IDS
+            ),
+            details,
+        });
+    }
+    ok(&RemapAnswer {
+        table: &remap.table,
+        converted: conversion.converted,
+        failed: &conversion.failed,
+        failed_count: conversion.failed_count,
+    })
+}
+
+/// `PUT /v1/catalog/item`: upsert one item.
+pub async fn put_item(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let services = &state.services;
+    let item = request.json_value()?;
+    if !item.is_object() {
+        return Err(ApiError::validation(
+            "the body must be one item object; use PUT /v1/catalog/items for many",
+        ));
+    }
+    let stored = services
+        .upsert_items(vec![item])
+        .await?
+        .pop()
+        .expect("one result per row")?;
+    ok(&item_ack(&stored))
+}
+
+/// `GET /v1/catalog/item/{table}/{id}`: the stored item object itself.
+pub async fn get_item(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    ok(&state.services.get_item(&request.params[0], &request.params[1])?)
+}
+
+/// `PATCH /v1/catalog/item/{table}/{id}`: merge the fields sent (null removes one).
+pub async fn patch_item(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let (table, id) = (&request.params[0], &request.params[1]);
+    let stored = state.services.patch_item(table, id, patch_body(&request)?).await?;
+    ok(&item_ack(&stored))
+}
+
+/// `DELETE /v1/catalog/item/{table}/{id}`: soft-delete, or remove with `?purge=true`.
+pub async fn delete_item(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let (table, id) = (&request.params[0], &request.params[1]);
+    let purge = request.query_flag("purge");
+    state.services.delete_item(table, id, purge).await?;
+    ok(&json!({ "id": id, "_table": table, "is_deleted": true, "purged": purge }))
+}
+
+/// `PUT /v1/catalog/items`, bulk upsert: a JSON array, `{"items": [...]}`, or NDJSON
+/// (one object per line). Rows that fail are reported by index; the others are stored.
+pub async fn put_items(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let start = request.body.trim_ascii_start();
     let parsed: Vec<Result<Value, ApiError>> = if start.starts_with(b"[") {
         match request.json_value()? {
             Value::Array(rows) => rows.into_iter().map(Ok).collect(),
             _ => unreachable!("a JSON document starting with '[' is an array"),
         }
-    } else if let Some(rows) = wrapped_items(request)? {
+    } else if let Some(rows) = wrapped_items(&request)? {
         rows.into_iter().map(Ok).collect()
     } else {
         let lines = request

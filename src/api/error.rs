@@ -43,7 +43,7 @@ pub enum ApiError {
     #[error("{0}")]
     Conflict(String),
     #[error("{method} is not allowed here")]
-    MethodNotAllowed { method: Method, allowed: &'static [Method] },
+    MethodNotAllowed { method: Method, allowed: Vec<Method> },
     #[error("the request did not complete within {0} ms")]
     Timeout(u64),
     #[error("request body exceeds {0} bytes")]

@@ -8,91 +8,95 @@ use serde_json::{json, Map, Value};
 
 use super::error::row_failure;
 use super::forward;
-use super::routes::Endpoint;
+use super::routes::INTERNAL_EVENTS_PATH;
 use super::{json_response, ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::domain::event::{decode_engagement, decode_v1, Event, InvalidEvent};
 use crate::service::cluster::Placement;
 use crate::topology::Node;
 
-pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    match endpoint {
-        Endpoint::Events => {
-            let events = match request.json_value()? {
-                Value::Object(mut object) if object.contains_key("events") && !object.contains_key("type") => {
-                    match object.remove("events") {
-                        Some(Value::Array(events)) => events,
-                        _ => return Err(ApiError::validation("\"events\" must be an array of events")),
-                    }
-                }
-                event @ Value::Object(_) => vec![event],
-                Value::Array(events) => events,
-                _ => {
-                    return Err(ApiError::validation(
-                        "the body must be an event object, {\"events\": [...]} or an array of events",
-                    ))
-                }
-            };
-            ingest(state, &request, events, |event, now| {
-                decode_v1(event, now, new_event_id)
-            })
-            .await
-        }
-        // SPEC "Errors": this endpoint's malformed bodies are 400s, not 422s.
-        Endpoint::Engagement => {
-            let events = match request.json_value()? {
-                Value::Array(events) if events.is_empty() => {
-                    return Err(ApiError::InvalidCombination("no events in the request".into()))
-                }
-                Value::Array(events) => events,
-                Value::Object(mut object) if object.contains_key("events") && !object.contains_key("type") => {
-                    match object.remove("events") {
-                        Some(Value::Array(events)) if !events.is_empty() => events,
-                        _ => {
-                            return Err(ApiError::InvalidCombination(
-                                "\"events\" must be a non-empty array of engagement events".into(),
-                            ))
-                        }
-                    }
-                }
-                event @ Value::Object(_) => vec![event],
-                _ => {
-                    return Err(ApiError::InvalidCombination(
-                        "the body must be an engagement event or an array of them".into(),
-                    ))
-                }
-            };
-            ingest(state, &request, events, |event, now| {
-                decode_engagement(event, now, new_event_id)
-            })
-            .await
-        }
-        Endpoint::InternalEvents => ingest_internal(state, &request).await,
-        Endpoint::InternalSessionClaim => grant_claim(state, &request).await,
-        // Neither id names the node that has it: here first, then the others.
-        Endpoint::Event => {
-            let local = state.services.get_event(&request.params[0]).map_err(ApiError::from);
-            forward::first_found(state, &request, local.and_then(|event| ok(&event.to_json()))).await
-        }
-        Endpoint::Session => {
-            if let Some(answer) = forward::to_claimant(state, &request, &request.params[0]).await {
-                return answer;
+/// `POST /v1/events`: one event, `{"events": [...]}` or an array of events (202).
+pub async fn post_events(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let events = match request.json_value()? {
+        Value::Object(mut object) if object.contains_key("events") && !object.contains_key("type") => {
+            match object.remove("events") {
+                Some(Value::Array(events)) => events,
+                _ => return Err(ApiError::validation("\"events\" must be an array of events")),
             }
-            let local = session(state, &request.params[0]).await;
-            forward::first_found(state, &request, local).await
         }
-        Endpoint::UserState => {
-            let uid = request.params[0].clone();
-            let (snapshot, profile) = state.services.user_snapshot(&uid).await?;
-            let mut body = Map::from_iter([("uid".to_owned(), json!(uid))]);
-            body.extend(snapshot);
-            body.insert("profile".into(), Value::Object(profile));
-            ok(&body)
+        event @ Value::Object(_) => vec![event],
+        Value::Array(events) => events,
+        _ => {
+            return Err(ApiError::validation(
+                "the body must be an event object, {\"events\": [...]} or an array of events",
+            ))
         }
-        _ => unreachable!("routes.rs sends only event endpoints here"),
-    }
+    };
+    ingest(state, &request, events, |event, now| {
+        decode_v1(event, now, new_event_id)
+    })
+    .await
 }
 
-async fn session(state: &AppState, sid: &str) -> Result<HttpResponse, ApiError> {
+/// `POST /catalog/engagement`: one engagement event, `{"events": [...]}` or an array
+/// of them (202). SPEC "Errors": this endpoint's malformed bodies are 400s, not 422s.
+pub async fn post_engagement(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let events = match request.json_value()? {
+        Value::Array(events) if events.is_empty() => {
+            return Err(ApiError::InvalidCombination("no events in the request".into()))
+        }
+        Value::Array(events) => events,
+        Value::Object(mut object) if object.contains_key("events") && !object.contains_key("type") => {
+            match object.remove("events") {
+                Some(Value::Array(events)) if !events.is_empty() => events,
+                _ => {
+                    return Err(ApiError::InvalidCombination(
+                        "\"events\" must be a non-empty array of engagement events".into(),
+                    ))
+                }
+            }
+        }
+        event @ Value::Object(_) => vec![event],
+        _ => {
+            return Err(ApiError::InvalidCombination(
+                "the body must be an engagement event or an array of them".into(),
+            ))
+        }
+    };
+    ingest(state, &request, events, |event, now| {
+        decode_engagement(event, now, new_event_id)
+    })
+    .await
+}
+
+/// `GET /v1/events/{id}`: the id does not name the node that has the event: here
+/// first, then the others.
+pub async fn get_event(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let local = state.services.get_event(&request.params[0]).map_err(ApiError::from);
+    forward::first_found(state, &request, local.and_then(|event| ok(&event.to_json()))).await
+}
+
+/// `GET /v1/sessions/{sid}`: on the node of the user that claimed the session, else
+/// here first, then the others (the sid does not name the node that has it).
+pub async fn session(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    if let Some(answer) = forward::to_claimant(state, &request, &request.params[0]).await {
+        return answer;
+    }
+    let local = session_here(state, &request.params[0]).await;
+    forward::first_found(state, &request, local).await
+}
+
+/// `GET /v1/users/{uid}/state`: the user's live state and profile.
+pub async fn user_state(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let uid = request.params[0].clone();
+    let (snapshot, profile) = state.services.user_snapshot(&uid).await?;
+    let mut body = Map::from_iter([("uid".to_owned(), json!(uid))]);
+    body.extend(snapshot);
+    body.insert("profile".into(), Value::Object(profile));
+    ok(&body)
+}
+
+/// A session's live state on this node.
+async fn session_here(state: &AppState, sid: &str) -> Result<HttpResponse, ApiError> {
     let mut snapshot = state.services.session_snapshot(sid).await?;
     let uid = snapshot.remove("uid").unwrap_or(Value::Null);
     let mut body = Map::from_iter([("sid".to_owned(), json!(sid)), ("uid".to_owned(), uid)]);
@@ -242,7 +246,7 @@ async fn ingest_where_owned(
                     cluster,
                     &node,
                     Method::POST,
-                    Endpoint::InternalEvents.pattern(),
+                    INTERNAL_EVENTS_PATH,
                     key.as_ref(),
                     body,
                     request.deadline,
@@ -309,7 +313,7 @@ async fn ingest_here(state: &AppState, events: Vec<Event>) -> Result<Vec<Outcome
 /// `POST /v1/internal/events`: events in rankstream's own encoding that another node
 /// accepted for shards of this one. 200 `{"results": [{"duplicate"} | {"code",
 /// "message", "status"}]}`, one per event in order.
-async fn ingest_internal(state: &AppState, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
+pub async fn ingest_internal(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let events: Vec<Event> = serde_json::from_slice(&request.body)
         .map_err(|error| ApiError::validation(format!("not a list of events: {error}")))?;
     let results: Vec<Value> = ingest_here(state, events)
@@ -328,7 +332,7 @@ async fn ingest_internal(state: &AppState, request: &ApiRequest) -> Result<HttpR
 
 /// `POST /v1/internal/sessions/claim {"sid", "uid"}`: another node claims a session of
 /// this node's shards for a user it owns. 200 `{"state": <the session's state> | null}`.
-async fn grant_claim(state: &AppState, request: &ApiRequest) -> Result<HttpResponse, ApiError> {
+pub async fn grant_claim(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     #[derive(serde::Deserialize)]
     struct Claim {
         sid: String,

@@ -8,7 +8,6 @@ use futures::future::join_all;
 use hyper::{Method, StatusCode};
 use serde::{Deserialize, Serialize};
 
-use super::routes::Endpoint;
 use super::{forward, json_response, ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::domain::experiment::{Arm, ExperimentReport, NewExperiment, Unit};
 
@@ -46,46 +45,51 @@ pub(super) struct ExperimentList {
     experiments: Vec<ExperimentReport>,
 }
 
-pub async fn handle(state: &AppState, endpoint: Endpoint, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    match (endpoint, request.method.as_str()) {
-        (Endpoint::AdminExperiments, "POST") => {
-            let body: CreateExperimentBody = request.json()?;
-            let arms = body
-                .arms
-                .into_iter()
-                .map(|arm| Arm {
-                    name: arm.name,
-                    model_id: arm.model_id,
-                    share: arm.share,
-                })
-                .collect();
-            let new = NewExperiment {
-                id: body.id,
-                unit: body.unit,
-                arms,
-            };
-            let report = state.services.create_experiment(new).await?;
-            Ok(json_response(StatusCode::CREATED, &report))
-        }
-        (Endpoint::AdminExperiments, _) => {
-            let node_only = node_scope(&request)?;
-            let mut experiments = state.services.list_experiments();
-            if !node_only {
-                add_peer_counts(state, &request, &mut experiments).await;
-            }
-            ok(&ExperimentList { experiments })
-        }
-        (Endpoint::AdminExperiment, _) => {
-            let node_only = node_scope(&request)?;
-            let mut reports = [state.services.experiment(&request.params[0])?];
-            if !node_only {
-                add_peer_counts(state, &request, &mut reports).await;
-            }
-            ok(&reports[0])
-        }
-        (Endpoint::AdminExperimentStop, _) => ok(&state.services.stop_experiment(&request.params[0]).await?),
-        _ => unreachable!("routes.rs sends only experiment endpoints here"),
+/// `POST /v1/admin/experiments`: 201 with the new experiment's report.
+pub async fn create_experiment(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let body: CreateExperimentBody = request.json()?;
+    let arms = body
+        .arms
+        .into_iter()
+        .map(|arm| Arm {
+            name: arm.name,
+            model_id: arm.model_id,
+            share: arm.share,
+        })
+        .collect();
+    let new = NewExperiment {
+        id: body.id,
+        unit: body.unit,
+        arms,
+    };
+    let report = state.services.create_experiment(new).await?;
+    Ok(json_response(StatusCode::CREATED, &report))
+}
+
+/// `GET /v1/admin/experiments`: every experiment, the cluster's counts summed unless
+/// `?scope=node`.
+pub async fn list_experiments(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let node_only = node_scope(&request)?;
+    let mut experiments = state.services.list_experiments();
+    if !node_only {
+        add_peer_counts(state, &request, &mut experiments).await;
     }
+    ok(&ExperimentList { experiments })
+}
+
+/// `GET /v1/admin/experiments/{id}`: the cluster's counts summed unless `?scope=node`.
+pub async fn experiment(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let node_only = node_scope(&request)?;
+    let mut reports = [state.services.experiment(&request.params[0])?];
+    if !node_only {
+        add_peer_counts(state, &request, &mut reports).await;
+    }
+    ok(&reports[0])
+}
+
+/// `POST /v1/admin/experiments/{id}/stop`.
+pub async fn stop_experiment(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    ok(&state.services.stop_experiment(&request.params[0]).await?)
 }
 
 /// Whether `?scope=node` asks for this node's counts only (as a forwarded request

@@ -22,7 +22,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::routes::Endpoint;
+use super::routes::Forward;
 use super::{ApiError, ApiRequest, AppState, HttpResponse};
 use crate::service::cluster::{Cluster, Placement};
 use crate::topology::Node;
@@ -287,24 +287,17 @@ pub async fn to_owner(
     }
 }
 
-/// The owner's answer when `endpoint` needs the live state of a key another node owns:
-/// ranking, search and chat by the key their body names ([`body_routing_key`]), a
-/// user's state and deletion by the uid in the path. `None`: serve here. One node reads
-/// nothing.
-pub async fn for_endpoint(
-    state: &AppState,
-    endpoint: Endpoint,
-    request: &ApiRequest,
-) -> Option<Result<HttpResponse, ApiError>> {
+/// The owner's answer when the route's forwarding rule (`rule`) says another node
+/// serves the request: ranking, search and chat by the key their body names
+/// ([`body_routing_key`]), a user's state and deletion by the uid in the path. `None`:
+/// serve here. One node reads nothing.
+pub async fn by_rule(state: &AppState, rule: Forward, request: &ApiRequest) -> Option<Result<HttpResponse, ApiError>> {
     if !state.services.cluster.is_multi_node() {
         return None;
     }
-    match endpoint {
-        Endpoint::Recommend
-        | Endpoint::RecommendModule
-        | Endpoint::Search
-        | Endpoint::SearchRerank
-        | Endpoint::Chat => {
+    match rule {
+        Forward::Here => None,
+        Forward::ByBodyKey => {
             let key = body_routing_key(request)?;
             if let Some(answer) = to_owner(state, request, Some(key.id())).await {
                 return Some(answer);
@@ -314,11 +307,7 @@ pub async fn for_endpoint(
                 RoutingKey::User(_) | RoutingKey::Conversation(_) => None,
             }
         }
-        Endpoint::UserState => to_owner(state, request, request.params.first().map(String::as_str)).await,
-        Endpoint::User if request.method == Method::DELETE => {
-            to_owner(state, request, request.params.first().map(String::as_str)).await
-        }
-        _ => None,
+        Forward::ByPathUid => to_owner(state, request, request.params.first().map(String::as_str)).await,
     }
 }
 

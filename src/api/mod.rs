@@ -1,8 +1,9 @@
 //! The HTTP frontend (hyper 1.x). A request goes:
 //! route (404/405) → auth and scope (401/403) → rate quota (429) → body with a size
-//! limit (413) → endpoint handler, all under one server-side deadline (408).
-//! Handlers live one file per endpoint group; errors become responses only in
-//! `error.rs`.
+//! limit (413) → forwarding to the owner node → endpoint handler, all under one
+//! server-side deadline (408). Every step reads the endpoint's record in the route
+//! table (`routes`), where each endpoint is declared once. Handlers live one file per
+//! endpoint group; errors become responses only in `error.rs`.
 
 mod admin;
 mod auth;
@@ -58,7 +59,7 @@ pub use error::ApiError;
 pub use forward::Peers;
 pub use peer_claims::PeerClaims;
 pub use request_times::RequestTimes;
-use routes::Endpoint;
+use routes::{Matched, MethodRoute};
 
 use crate::config::ServerConfig;
 use crate::service::Services;
@@ -211,19 +212,16 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl F
     }
 }
 
-/// How long `POST /v1/admin/models/retrain` may take (a rebuild, tuning included).
-const RETRAIN_TIMEOUT_MS: u64 = 30 * 60 * 1000;
-
 /// One request, start to finish: never fails, never panics outward.
 async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAddr) -> HttpResponse {
     let started = Instant::now();
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-    let matched = Endpoint::match_path(&path);
-    let endpoint = matched.as_ref().map(|(endpoint, _)| *endpoint);
-    // A rebuild of the models answers when it is done: minutes on a large log.
-    let timeout_ms = match endpoint {
-        Some(Endpoint::AdminRetrain) => RETRAIN_TIMEOUT_MS.max(state.config.request_timeout_ms),
-        _ => state.config.request_timeout_ms,
+    let matched = routes::match_path(&path);
+    let routed = matched.as_ref().map(|matched| (matched.index, matched.route));
+    let configured_ms = state.config.request_timeout_ms;
+    let timeout_ms = match routed.and_then(|(_, route)| route.timeout_ms) {
+        Some(longer_ms) => longer_ms.max(configured_ms),
+        None => configured_ms,
     };
     // A forwarded request brings what is left of its caller's deadline.
     let deadline_ms = request
@@ -240,10 +238,10 @@ async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAd
         Err(_elapsed) => ApiError::Timeout(deadline_ms).into_response(),
     };
     let took = started.elapsed();
-    if let Some(endpoint) = endpoint {
-        state.request_times.record(endpoint, took);
+    if let Some((index, _)) = routed {
+        state.request_times.record(index, took);
     }
-    let pattern = endpoint.map_or("unmatched", Endpoint::pattern);
+    let pattern = routed.map_or("unmatched", |(_, route)| route.pattern);
     crate::metrics::http_request(pattern, method_label(&method), response.status().as_u16(), took);
     tracing::debug!(%method, %path, %peer, status = response.status().as_u16(), micros = started.elapsed().as_micros() as u64, "request");
     response
@@ -251,13 +249,13 @@ async fn handle(state: Arc<AppState>, request: Request<Incoming>, peer: SocketAd
 
 async fn route(
     state: &AppState,
-    matched: Option<(Endpoint, Vec<String>)>,
+    matched: Option<Matched>,
     request: Request<Incoming>,
     client: IpAddr,
     deadline: Instant,
 ) -> Result<HttpResponse, ApiError> {
     let (parts, body) = request.into_parts();
-    let (endpoint, params) = match admit(state, matched, &parts, client) {
+    let (method_route, params) = match admit(state, matched, &parts, client) {
         Ok(admitted) => admitted,
         Err(error) => {
             let announced = content_length(&parts.headers);
@@ -285,52 +283,26 @@ async fn route(
         body,
     };
     forward::count_received(state, &request);
-    if let Some(answer) = forward::for_endpoint(state, endpoint, &request).await {
+    if let Some(answer) = forward::by_rule(state, method_route.forward, &request).await {
         return answer;
     }
-    match endpoint {
-        Endpoint::Healthz => ok(&json!({ "status": "ok" })),
-        Endpoint::OpenApi => Ok(openapi::response()),
-        Endpoint::Metrics => Ok(text_response(state.services.metrics_text())),
-        Endpoint::Dashboard => dashboard::asset(None),
-        Endpoint::DashboardAsset => dashboard::asset(Some(&request.params[0])),
-        Endpoint::Readyz => readiness(state),
-        Endpoint::AdminKeys
-        | Endpoint::AdminKey
-        | Endpoint::AdminStats
-        | Endpoint::AdminRetrain
-        | Endpoint::AdminCompact
-        | Endpoint::AdminBackup => admin::handle(state, endpoint, request).await,
-        Endpoint::AdminExperiments | Endpoint::AdminExperiment | Endpoint::AdminExperimentStop => {
-            experiments::handle(state, endpoint, request).await
-        }
-        Endpoint::CatalogTable
-        | Endpoint::CatalogTableNamed
-        | Endpoint::CatalogTableField
-        | Endpoint::CatalogItem
-        | Endpoint::CatalogItems
-        | Endpoint::CatalogItemNamed => catalog::handle(state, endpoint, request).await,
-        Endpoint::Users | Endpoint::User => users::handle(state, endpoint, request).await,
-        Endpoint::Recommend => recommend::handle(state, request).await,
-        Endpoint::RecommendModule => recommend_module::handle(state, request).await,
-        Endpoint::Chat => chat::handle(state, request).await,
-        Endpoint::Search => search::handle(state, request).await,
-        Endpoint::SearchRerank => rerank::handle(state, request).await,
-        Endpoint::Embed => embed::handle(state, request).await,
-        Endpoint::Events
-        | Endpoint::Engagement
-        | Endpoint::InternalEvents
-        | Endpoint::InternalSessionClaim
-        | Endpoint::Event
-        | Endpoint::Session
-        | Endpoint::UserState => events::handle(state, endpoint, request).await,
-    }
+    (method_route.handler)(state, request).await
+}
+
+/// `/healthz`: 200 while the process answers.
+async fn healthz(_state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    ok(&json!({ "status": "ok" }))
+}
+
+/// `/metrics`: the node's Prometheus metrics.
+async fn metrics(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    Ok(text_response(state.services.metrics_text()))
 }
 
 /// `/readyz`: 200 once the node can answer every request as it should (the event log
 /// was replayed before the listener opened; the search index has read the catalog,
 /// which after a crash means rebuilt), 503 while it cannot or once shutdown began.
-fn readiness(state: &AppState) -> Result<HttpResponse, ApiError> {
+async fn readiness(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
     if !state.ready.load(Ordering::SeqCst) {
         return Err(ApiError::Unavailable("shutting down".into()));
     }
@@ -341,35 +313,36 @@ fn readiness(state: &AppState) -> Result<HttpResponse, ApiError> {
     }
     ok(&json!({ "status": "ready" }))
 }
-/// The endpoint and path parameters of a request that may go on to its body:
+
+/// The method's route and the path parameters of a request that may go on to its body:
 /// 404 (`matched` is the path's route) and 405, then key and scope (401/403),
 /// then the key's rate quota (429). A request without a valid key learns nothing
 /// about the routes: an unknown path or a wrong method is 401 for it (the probes
 /// and `/openapi.json`, which need no key, still answer 405).
 fn admit(
     state: &AppState,
-    matched: Option<(Endpoint, Vec<String>)>,
+    matched: Option<Matched>,
     parts: &hyper::http::request::Parts,
     client: IpAddr,
-) -> Result<(Endpoint, Vec<String>), ApiError> {
-    let Some((endpoint, params)) = matched else {
+) -> Result<(&'static MethodRoute, Vec<String>), ApiError> {
+    let Some(Matched { route, params, .. }) = matched else {
         auth::identify(state, &parts.headers, client)?;
         return Err(ApiError::NotFound(format!("no route for {}", parts.uri.path())));
     };
-    if !endpoint.methods().contains(&parts.method) {
-        if endpoint.methods().iter().any(|method| endpoint.scope(method).is_some()) {
+    let Some(method_route) = route.method(&parts.method) else {
+        if route.needs_a_key() {
             auth::identify(state, &parts.headers, client)?;
         }
         return Err(ApiError::MethodNotAllowed {
             method: parts.method.clone(),
-            allowed: endpoint.methods(),
+            allowed: route.allowed_methods(),
         });
-    }
-    if let Some(scope) = endpoint.scope(&parts.method) {
+    };
+    if let Some(scope) = method_route.scope {
         let key = auth::authorize(state, &parts.headers, client, scope)?;
         state.limits.check(&key)?;
     }
-    Ok((endpoint, params))
+    Ok((method_route, params))
 }
 
 /// Reads the whole body, refusing more than `limit` bytes whether announced by

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::forward::Peers;
-use super::routes::Endpoint;
+use super::routes::INTERNAL_SESSION_CLAIM_PATH;
 use crate::domain::live_state::LiveState;
 use crate::domain::session_claim::{Claimed, SessionClaims};
 use crate::service::cluster::{Cluster, Placement};
@@ -49,7 +49,7 @@ impl SessionClaims for PeerClaims {
             };
             let headers = vec![(AUTHORIZATION, authorization)];
             let limit = Duration::from_millis(2 * cluster.connect_timeout_ms);
-            let path = Endpoint::InternalSessionClaim.pattern();
+            let path = INTERNAL_SESSION_CLAIM_PATH;
             let (status, body) = peers
                 .request(&node.http, Method::POST, path, headers, body, limit)
                 .await

@@ -8,7 +8,7 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::Response;
 
-use super::{ApiError, HttpResponse};
+use super::{ApiError, ApiRequest, AppState, HttpResponse};
 
 /// Each asset: its name under `/dashboard/`, its content type and its bytes.
 const ASSETS: [(&str, &str, &str); 3] = [
@@ -26,8 +26,18 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 const CONTENT_SECURITY_POLICY: &str =
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'";
 
+/// `GET /dashboard`: the page.
+pub async fn page(_state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    asset(None)
+}
+
+/// `GET /dashboard/{asset}`: one of its files.
+pub async fn file(_state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    asset(Some(&request.params[0]))
+}
+
 /// `/dashboard` (the page) or `/dashboard/{asset}`.
-pub fn asset(name: Option<&str>) -> Result<HttpResponse, ApiError> {
+fn asset(name: Option<&str>) -> Result<HttpResponse, ApiError> {
     let name = name.unwrap_or("index.html");
     let (_, content_type, body) = ASSETS
         .iter()

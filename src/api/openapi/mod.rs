@@ -1,10 +1,9 @@
-//! `GET /openapi.json`: the OpenAPI 3.1 document of this API, built from the route
-//! table (every endpoint, its paths and methods, the scope each needs) and from the
-//! Rust types of the bodies (`utoipa`'s `ToSchema`). A new endpoint cannot be left out:
-//! [`operation`] matches every one.
+//! `GET /openapi.json`: the OpenAPI 3.1 document of this API, derived from the route
+//! table (every endpoint, its paths and methods, the scope each needs, each method's
+//! operation) and from the Rust types of the bodies (`utoipa`'s `ToSchema`). A new
+//! endpoint cannot be left out: the document lists every record of [`ROUTES`].
 
-mod bodies;
-mod specs;
+pub(super) mod bodies;
 
 use std::sync::OnceLock;
 
@@ -20,10 +19,14 @@ use utoipa::openapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, Secur
 use utoipa::openapi::{Content, HeaderBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Ref, RefOr, Required};
 use utoipa::ToSchema;
 
-use self::bodies::*;
-use self::specs::spec;
-use super::routes::Endpoint;
-use super::HttpResponse;
+use self::bodies::ErrorBody;
+use super::routes::{MethodRoute, Route, ROUTES};
+use super::{ApiError, ApiRequest, AppState, HttpResponse};
+
+/// `GET /openapi.json`.
+pub async fn serve(_state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
+    Ok(response())
+}
 
 /// The document, built once.
 pub fn response() -> HttpResponse {
@@ -206,11 +209,14 @@ fn constraints() -> Vec<(&'static str, serde_json::Value)> {
 pub fn document() -> OpenApi {
     let mut schemas = Schemas::default();
     let mut paths = PathsBuilder::new();
-    for endpoint in Endpoint::ALL {
-        for method in endpoint.methods() {
-            let operation = operation(endpoint, method, &mut schemas);
-            for path in std::iter::once(endpoint.pattern()).chain(endpoint.aliases().iter().copied()) {
-                paths = paths.path(path, PathItem::new(http_method(method), operation.clone()));
+    for route in ROUTES {
+        for method_route in route.methods {
+            let operation = operation(route, method_route, &mut schemas);
+            for path in route.paths() {
+                paths = paths.path(
+                    path,
+                    PathItem::new(http_method(&method_route.method), operation.clone()),
+                );
             }
         }
     }
@@ -244,11 +250,11 @@ pub fn document() -> OpenApi {
 
 /// Every schema the document refers to, by name.
 #[derive(Default)]
-struct Schemas(Vec<(String, RefOr<Schema>)>);
+pub(super) struct Schemas(Vec<(String, RefOr<Schema>)>);
 
 impl Schemas {
     /// A reference to `T`'s schema, which (with the ones it refers to) joins the components.
-    fn of<T: ToSchema>(&mut self) -> RefOr<Schema> {
+    pub fn of<T: ToSchema>(&mut self) -> RefOr<Schema> {
         let name = T::name().into_owned();
         if !self.0.iter().any(|(known, _)| *known == name) {
             self.0.push((name.clone(), T::schema()));
@@ -256,42 +262,37 @@ impl Schemas {
         }
         RefOr::Ref(Ref::from_schema_name(name))
     }
+
+    /// A string (a body that is not JSON: a page, a script, metrics).
+    pub fn text(&mut self) -> RefOr<Schema> {
+        RefOr::T(Schema::Object(Object::with_type(Type::String)))
+    }
 }
 
-/// What one method of one endpoint takes and answers.
-struct Spec {
-    summary: &'static str,
-    /// The request body's schema, when the method reads one.
-    request: Option<RefOr<Schema>>,
-    /// The status of success and its body's schema.
-    success: (u16, RefOr<Schema>),
-    /// Query parameters.
-    query: &'static [Query],
-}
-
-/// An optional query parameter.
-struct Query {
-    name: &'static str,
-    description: &'static str,
-    /// The values it takes; none: a boolean flag.
-    values: &'static [&'static str],
-}
-
-fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoipa::openapi::path::Operation {
-    let spec = spec(endpoint, method, schemas);
+/// The document's operation for one method of one route.
+fn operation(route: &Route, method_route: &MethodRoute, schemas: &mut Schemas) -> utoipa::openapi::path::Operation {
+    let spec = &method_route.operation;
+    let request = spec
+        .request_body
+        .as_ref()
+        .map(|body| ((body.schema)(schemas), body.required));
+    let body = (spec.success_body)(schemas);
     let error = schemas.of::<ErrorBody>();
     let mut builder = OperationBuilder::new()
         .summary(Some(spec.summary))
-        .operation_id(Some(operation_id(endpoint, method)))
-        .tag(tag(endpoint));
-    for name in path_parameters(endpoint.pattern()) {
-        let schema = match endpoint {
-            // The dashboard's files are a fixed set.
-            Endpoint::DashboardAsset => utoipa::openapi::schema::ObjectBuilder::new()
+        .operation_id(Some(format!(
+            "{}_{}",
+            method_route.method.as_str().to_lowercase(),
+            route.name
+        )))
+        .tag(route.group.tag());
+    for name in path_parameters(route.pattern) {
+        let schema = match route.parameter_values {
+            Some(values) => utoipa::openapi::schema::ObjectBuilder::new()
                 .schema_type(Type::String)
-                .enum_values(Some(super::dashboard::names()))
+                .enum_values(Some(values()))
                 .build(),
-            _ => non_empty_string(),
+            None => non_empty_string(),
         };
         builder = builder.parameter(
             ParameterBuilder::new()
@@ -318,41 +319,23 @@ fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoi
                 .schema(Some(schema)),
         );
     }
-    if let Some(request) = spec.request {
+    if let Some((request, required)) = request {
         builder = builder.request_body(Some(
             RequestBodyBuilder::new()
                 .content("application/json", Content::new(Some(request)))
-                // Compacting needs no options: an empty body is the default.
-                .required(Some(match endpoint {
-                    Endpoint::AdminCompact => Required::False,
-                    _ => Required::True,
+                .required(Some(match required {
+                    true => Required::True,
+                    false => Required::False,
                 }))
                 .build(),
         ));
     }
-    let (status, body) = spec.success;
-    let text = |media_type: &str| {
-        ResponseBuilder::new()
-            .description("Success.")
-            .content(media_type, Content::new(Some(body.clone())))
-            .build()
-    };
-    let success = match endpoint {
-        Endpoint::Metrics => text("text/plain"),
-        Endpoint::Dashboard => text("text/html"),
-        Endpoint::DashboardAsset => {
-            let mut response = text("text/javascript");
-            for media_type in ["text/css", "text/html"] {
-                response
-                    .content
-                    .insert(media_type.into(), Content::new(Some(body.clone())));
-            }
-            response
-        }
-        _ => json_response("Success.", body),
-    };
-    builder = builder.response(status.to_string(), success);
-    for (status, description) in error_statuses(endpoint) {
+    let mut success = ResponseBuilder::new().description("Success.");
+    for media_type in spec.success_media_types {
+        success = success.content(*media_type, Content::new(Some(body.clone())));
+    }
+    builder = builder.response(spec.success_status.to_string(), success.build());
+    for (status, description) in route.errors {
         let mut response = ResponseBuilder::new()
             .description(*description)
             .content("application/json", Content::new(Some(error.clone())));
@@ -367,7 +350,7 @@ fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoi
         }
         builder = builder.response(status.to_string(), response.build());
     }
-    if endpoint.scope(method).is_some() {
+    if method_route.scope.is_some() {
         builder = builder
             .security(SecurityRequirement::new("bearer", Vec::<String>::new()))
             .security(SecurityRequirement::new("api_key", Vec::<String>::new()));
@@ -375,41 +358,29 @@ fn operation(endpoint: Endpoint, method: &Method, schemas: &mut Schemas) -> utoi
     builder.build()
 }
 
-fn json_response(description: &str, body: RefOr<Schema>) -> utoipa::openapi::Response {
-    ResponseBuilder::new()
-        .description(description)
-        .content("application/json", Content::new(Some(body)))
-        .build()
-}
-
-/// The error statuses an endpoint can answer with, each with the `{code, message}` body.
-fn error_statuses(endpoint: Endpoint) -> &'static [(u16, &'static str)] {
-    const PROBE: &[(u16, &str)] = &[(503, "Shutting down.")];
-    const OPEN: &[(u16, &str)] = &[];
-    const ALL: &[(u16, &str)] = &[
-        (400, "Malformed JSON, or invalid parameters."),
-        (401, "Missing, invalid or expired key."),
-        (403, "The key lacks the scope."),
-        (404, "Nothing of that name."),
-        (
-            409,
-            "Conflicts with what is stored (the bootstrap admin key cannot be revoked).",
-        ),
-        (408, "The request did not complete in time; retry with backoff."),
-        (413, "The body is too large."),
-        (422, "Input failed validation."),
-        (429, "Rate quota exceeded; retry after `Retry-After`."),
-        (500, "Storage or internal failure; retry with backoff."),
-        (503, "A part of the service is unavailable; retry after `Retry-After`."),
-    ];
-    const FILE: &[(u16, &str)] = &[(404, "No such file.")];
-    match endpoint {
-        Endpoint::Readyz => PROBE,
-        Endpoint::Healthz | Endpoint::OpenApi | Endpoint::Dashboard => OPEN,
-        Endpoint::DashboardAsset => FILE,
-        _ => ALL,
-    }
-}
+/// The error statuses of a probe that answers while the node can serve.
+pub(super) const PROBE_ERRORS: &[(u16, &str)] = &[(503, "Shutting down.")];
+/// None: an open endpoint that always answers.
+pub(super) const NO_ERRORS: &[(u16, &str)] = &[];
+/// The error statuses of a file of a fixed set.
+pub(super) const FILE_ERRORS: &[(u16, &str)] = &[(404, "No such file.")];
+/// The error statuses of an endpoint that needs a key and reads a request.
+pub(super) const EVERY_ERROR: &[(u16, &str)] = &[
+    (400, "Malformed JSON, or invalid parameters."),
+    (401, "Missing, invalid or expired key."),
+    (403, "The key lacks the scope."),
+    (404, "Nothing of that name."),
+    (
+        409,
+        "Conflicts with what is stored (the bootstrap admin key cannot be revoked).",
+    ),
+    (408, "The request did not complete in time; retry with backoff."),
+    (413, "The body is too large."),
+    (422, "Input failed validation."),
+    (429, "Rate quota exceeded; retry after `Retry-After`."),
+    (500, "Storage or internal failure; retry with backoff."),
+    (503, "A part of the service is unavailable; retry after `Retry-After`."),
+];
 
 /// The names of a pattern's `{parameters}`, in order.
 fn path_parameters(pattern: &'static str) -> impl Iterator<Item = &'static str> {
@@ -425,41 +396,6 @@ fn non_empty_string() -> Object {
         .build()
 }
 
-fn operation_id(endpoint: Endpoint, method: &Method) -> String {
-    format!("{}_{:?}", method.as_str().to_lowercase(), endpoint)
-}
-
-fn tag(endpoint: Endpoint) -> &'static str {
-    match endpoint {
-        Endpoint::Healthz
-        | Endpoint::Readyz
-        | Endpoint::OpenApi
-        | Endpoint::Metrics
-        | Endpoint::Dashboard
-        | Endpoint::DashboardAsset => "meta",
-        Endpoint::AdminKeys
-        | Endpoint::AdminKey
-        | Endpoint::AdminStats
-        | Endpoint::AdminRetrain
-        | Endpoint::AdminCompact
-        | Endpoint::AdminBackup
-        | Endpoint::AdminExperiments
-        | Endpoint::AdminExperiment
-        | Endpoint::AdminExperimentStop => "admin",
-        Endpoint::CatalogTable
-        | Endpoint::CatalogTableNamed
-        | Endpoint::CatalogTableField
-        | Endpoint::CatalogItem
-        | Endpoint::CatalogItems
-        | Endpoint::CatalogItemNamed => "catalog",
-        Endpoint::Users | Endpoint::User | Endpoint::UserState | Endpoint::Session => "users",
-        Endpoint::Events | Endpoint::Event | Endpoint::Engagement => "events",
-        Endpoint::InternalEvents | Endpoint::InternalSessionClaim => "internal",
-        Endpoint::Recommend | Endpoint::RecommendModule => "recommend",
-        Endpoint::Chat | Endpoint::Search | Endpoint::SearchRerank | Endpoint::Embed => "search",
-    }
-}
-
 fn http_method(method: &Method) -> HttpMethod {
     match *method {
         Method::GET => HttpMethod::Get,
@@ -473,34 +409,55 @@ fn http_method(method: &Method) -> HttpMethod {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
-    /// Every route of the route table, with every method, is in the document; and
-    /// nothing else is.
+    /// Every record of the route table, with every method, is in the document, tagged
+    /// with its group and secured when its method needs a scope; and nothing else is.
     #[test]
-    fn lists_every_route_of_the_route_table() {
+    fn lists_every_record_of_the_route_table() {
         let document = document_json();
         assert_eq!(document["openapi"], "3.1.0");
         let paths = document["paths"].as_object().unwrap();
         let mut expected = 0;
-        for endpoint in Endpoint::ALL {
-            for path in std::iter::once(endpoint.pattern()).chain(endpoint.aliases().iter().copied()) {
+        let mut operation_ids = BTreeSet::new();
+        for route in ROUTES {
+            for path in route.paths() {
                 expected += 1;
                 let item = paths.get(path).unwrap_or_else(|| panic!("{path} is missing"));
                 let methods: Vec<&String> = item.as_object().unwrap().keys().collect();
-                assert_eq!(methods.len(), endpoint.methods().len(), "{path}: {methods:?}");
-                for method in endpoint.methods() {
+                assert_eq!(methods.len(), route.methods.len(), "{path}: {methods:?}");
+                for method_route in route.methods {
+                    let method = &method_route.method;
                     let operation = &item[method.as_str().to_lowercase()];
                     assert!(operation["responses"].is_object(), "{method} {path}");
-                    assert_eq!(
-                        operation["security"].is_array(),
-                        endpoint.scope(method).is_some(),
+                    assert!(
+                        operation["responses"][method_route.operation.success_status.to_string()].is_object(),
                         "{method} {path}"
                     );
+                    assert_eq!(
+                        operation["security"].is_array(),
+                        method_route.scope.is_some(),
+                        "{method} {path}"
+                    );
+                    assert_eq!(
+                        operation["tags"],
+                        serde_json::json!([route.group.tag()]),
+                        "{method} {path}"
+                    );
+                    assert_eq!(
+                        operation["requestBody"].is_object(),
+                        method_route.operation.request_body.is_some(),
+                        "{method} {path}"
+                    );
+                    operation_ids.insert(operation["operationId"].as_str().unwrap().to_owned());
                 }
             }
         }
         assert_eq!(paths.len(), expected);
+        let methods: usize = ROUTES.iter().map(|route| route.methods.len()).sum();
+        assert_eq!(operation_ids.len(), methods, "one operation id per method of a route");
         // Every reference resolves.
         let text = document.to_string();
         for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
