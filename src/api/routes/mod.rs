@@ -499,7 +499,7 @@ mod tests {
         for route in ROUTES {
             for method in route.methods {
                 if let Some(scope) = method.scope {
-                    assert!(crate::api_keys::SCOPES.contains(&scope), "{route:?}: {scope}");
+                    assert!(crate::domain::api_key::SCOPES.contains(&scope), "{route:?}: {scope}");
                 }
             }
         }

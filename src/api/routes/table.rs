@@ -30,7 +30,7 @@ fn dashboard_files() -> Vec<&'static str> {
     dashboard::names().collect()
 }
 
-/// The scopes the records name (see `api_keys::SCOPES`).
+/// The scopes the records name (see `domain::api_key::SCOPES`).
 const ADMIN: Option<&str> = Some("admin");
 const CATALOG_READ: Option<&str> = Some("catalog:read");
 const CATALOG_WRITE: Option<&str> = Some("catalog:write");
