@@ -47,9 +47,10 @@
 //!   features, which live state a request is about, and the vocabulary the `api`
 //!   names: candidates and explanations, business rules, catalog tables and field
 //!   types, experiments, API keys, backups), [`config`], [`topology`] (shards
-//!   and nodes; key → shard with Kafka's murmur2 partitioner), [`clock`], [`time`],
+//!   and nodes; key → shard with Kafka's murmur2 partitioner), [`clock`] (the
+//!   engine's injected clock), [`timestamp`] (timestamps on the wire),
 //!   [`metrics`] (the Prometheus recorder every layer counts through).
-//! - [`server`]: assembles a node ([`server::Node`]) in stages (storage → learning →
+//! - [`server`]: assembles a node ([`server::RunningNode`]) in stages (storage → learning →
 //!   engine → stream → cluster → services → HTTP), each from what the earlier ones
 //!   built, with one shutdown token shared by every task it spawns; stops the stages
 //!   in reverse order (HTTP drained first, storage flushed last).
@@ -131,6 +132,6 @@ pub mod server;
 pub mod service;
 pub mod storage;
 pub mod stream;
-pub mod time;
+pub mod timestamp;
 pub mod topology;
 pub mod training;

@@ -11,7 +11,7 @@ use rankstream::clock::{Clock, SystemClock};
 use rankstream::config::Config;
 use rankstream::domain::api_key::NewKey;
 use rankstream::storage::{Settings, Storage};
-use rankstream::time::parse_time_value;
+use rankstream::timestamp::parse_time_value;
 use serde_json::json;
 
 mod cli;

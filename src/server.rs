@@ -1,11 +1,11 @@
-//! Assembly of a node ([`Node`]) in stages, each started from what the earlier ones
+//! Assembly of a node ([`RunningNode`]) in stages, each started from what the earlier ones
 //! built (`stages.rs`): storage (the data directory, the keys) → learning (the
 //! learner, the models, the embedder) → engine (shard actors with recovered live
 //! state, experiments, conversations, search, purger) → stream (Kafka) → cluster
 //! (catalog log, shard moves) → services → HTTP.
 //!
 //! One shutdown signal, a [`CancellationToken`], is cloned into every task the node
-//! spawns (`tasks.rs` keeps them per stage). [`Node::stop`] cancels it, then stops
+//! spawns (`tasks.rs` keeps them per stage). [`RunningNode::stop`] cancels it, then stops
 //! the stages in reverse order: HTTP stops accepting and answers what is in flight;
 //! the services' and the cluster's background work ends; the Kafka consumers end
 //! between two batches with their offsets stored; the shard actors checkpoint and
@@ -48,7 +48,7 @@ const STAGE_STOP_LIMIT: Duration = Duration::from_secs(20);
 const HTTP_STOP_MARGIN: Duration = Duration::from_secs(5);
 
 /// A started node: its services, and what stops with it.
-pub struct Node {
+pub struct RunningNode {
     /// The use cases, for the HTTP frontend, the CLI and the tools.
     pub services: Arc<Services>,
     /// The data directory, flushed last.
@@ -77,11 +77,11 @@ struct NodeTasks {
     http: StageTasks,
 }
 
-impl Node {
-    /// Starts the stages up to the services (HTTP: [`Node::serve`]) and recovers live
+impl RunningNode {
+    /// Starts the stages up to the services (HTTP: [`RunningNode::serve`]) and recovers live
     /// state. Must run inside an actix `System`. `admin_secret` is
     /// `RANKSTREAM_ADMIN_KEY`.
-    pub async fn start(config: &Config, clock: SharedClock, admin_secret: Option<&str>) -> anyhow::Result<Node> {
+    pub async fn start(config: &Config, clock: SharedClock, admin_secret: Option<&str>) -> anyhow::Result<RunningNode> {
         // Before anything records: what happens during recovery counts too.
         crate::metrics::handle();
         let shutdown = CancellationToken::new();
@@ -120,7 +120,7 @@ impl Node {
             &shutdown,
             &mut tasks.services,
         );
-        Ok(Node {
+        Ok(RunningNode {
             services,
             storage: data_directory,
             shutdown,
@@ -140,7 +140,7 @@ impl Node {
     /// the background work and the Kafka consumers end, the shard actors checkpoint
     /// and stop, the learner stops, storage is flushed.
     pub async fn stop(self) -> anyhow::Result<()> {
-        let Node {
+        let RunningNode {
             services,
             storage,
             shutdown,
@@ -210,7 +210,7 @@ async fn stop_stage_tasks(tasks: StageTasks, limit: Duration) -> TaskTally {
     tally
 }
 
-/// Runs a node until `shutdown` resolves, then stops it in order (see [`Node::stop`]).
+/// Runs a node until `shutdown` resolves, then stops it in order (see [`RunningNode::stop`]).
 /// Must run inside an actix `System`. `admin_secret` is `RANKSTREAM_ADMIN_KEY`.
 pub async fn run(
     config: Config,
@@ -218,7 +218,7 @@ pub async fn run(
     admin_secret: Option<String>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let mut node = Node::start(&config, clock, admin_secret.as_deref()).await?;
+    let mut node = RunningNode::start(&config, clock, admin_secret.as_deref()).await?;
     await_search_loaded(&node.services.search, SEARCH_LOAD_WAIT).await;
     let address = node.serve(&config).await?;
     println!("rankstream listening on http://{address}");

@@ -17,8 +17,8 @@ use rankstream::clock::SystemClock;
 use rankstream::config::{Config, Durability};
 use rankstream::domain::event::decode_v1;
 use rankstream::domain::LiveStateId;
-use rankstream::server::Node;
-use rankstream::time::format_rfc3339;
+use rankstream::server::RunningNode;
+use rankstream::timestamp::format_rfc3339;
 use rankstream::topology::shard_for;
 use rankstream::training::LEARNER_QUEUE;
 
@@ -51,7 +51,7 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
         config.storage.data_dir = dir.path().to_path_buf();
         config.storage.durability = Durability::Sync;
         config.engine.max_events_in_flight = MAX_IN_FLIGHT;
-        let node = Node::start(&config, Arc::new(SystemClock), Some("flood-test-admin"))
+        let node = RunningNode::start(&config, Arc::new(SystemClock), Some("flood-test-admin"))
             .await
             .unwrap();
         let services = node.services.clone();

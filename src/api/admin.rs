@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::{json_response, ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::domain::api_key::NewKey;
-use crate::time::parse_time_value;
+use crate::timestamp::parse_time_value;
 
 /// Body of `POST /v1/admin/keys`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

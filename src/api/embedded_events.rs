@@ -38,9 +38,8 @@ fn embedded_event(index: usize, event: &Value) -> Result<EmbeddedEvent, ApiError
     };
     let timestamp = match event.get("timestamp") {
         None | Some(Value::Null) => return Err(invalid("\"timestamp\" is required")),
-        Some(Value::String(text)) => {
-            crate::time::parse_iso8601(text).ok_or_else(|| invalid("\"timestamp\" must be an ISO 8601 date-time"))?
-        }
+        Some(Value::String(text)) => crate::timestamp::parse_iso8601(text)
+            .ok_or_else(|| invalid("\"timestamp\" must be an ISO 8601 date-time"))?,
         Some(_) => return Err(invalid("\"timestamp\" must be an ISO 8601 string")),
     };
     let event_type = match event.get("type") {

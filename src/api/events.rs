@@ -11,7 +11,7 @@ use super::forward;
 use super::routes::INTERNAL_EVENTS_PATH;
 use super::{json_response, ok, ApiError, ApiRequest, AppState, HttpResponse};
 use crate::domain::event::{decode_engagement, decode_v1, Event, InvalidEvent};
-use crate::service::cluster::Placement;
+use crate::service::cluster::KeyHome;
 use crate::topology::Node;
 
 /// `POST /v1/events`: one event, `{"events": [...]}` or an array of events (202).
@@ -141,17 +141,17 @@ async fn ingest(
     let mut unavailable = None;
     for ((index, id), outcome) in indexes.into_iter().zip(ids).zip(outcomes) {
         match outcome {
-            Outcome::Accepted { duplicate } => {
+            Admission::Accepted { duplicate } => {
                 duplicates += usize::from(duplicate);
                 accepted_ids.push(id);
             }
-            Outcome::Failed(error) => {
+            Admission::Failed(error) => {
                 rejected.push(json!({ "index": index, "code": error.code(), "message": error.to_string() }));
                 if error.status() == StatusCode::SERVICE_UNAVAILABLE && unavailable.is_none() {
                     unavailable = Some(error);
                 }
             }
-            Outcome::Refused(mut failure) => {
+            Admission::Refused(mut failure) => {
                 if failure.get("status").and_then(Value::as_u64) == Some(503) && unavailable.is_none() {
                     unavailable = Some(ApiError::Unavailable(
                         failure
@@ -187,7 +187,7 @@ async fn ingest(
 }
 
 /// What became of one event.
-enum Outcome {
+enum Admission {
     Accepted {
         duplicate: bool,
     },
@@ -203,12 +203,12 @@ async fn ingest_where_owned(
     state: &AppState,
     request: &ApiRequest,
     events: Vec<Event>,
-) -> Result<Vec<Outcome>, ApiError> {
+) -> Result<Vec<Admission>, ApiError> {
     let cluster = &state.services.cluster;
     if !cluster.is_multi_node() {
         return ingest_here(state, events).await;
     }
-    let mut outcomes: Vec<Option<Outcome>> = (0..events.len()).map(|_| None).collect();
+    let mut outcomes: Vec<Option<Admission>> = (0..events.len()).map(|_| None).collect();
     let mut local: (Vec<usize>, Vec<Event>) = Default::default();
     let mut remote: BTreeMap<String, (Node, Vec<usize>, Vec<Event>)> = BTreeMap::new();
     let until = forward::move_wait_until(request);
@@ -216,17 +216,17 @@ async fn ingest_where_owned(
         match cluster.place(event.routing_key()) {
             // A shard this node is taking over in a move: wait for it (within the
             // deadline) before the event is produced.
-            Placement::Local if !cluster.wait_serving(event.routing_key(), until).await => {
-                outcomes[index] = Some(Outcome::Failed(forward::moving(cluster)));
+            KeyHome::Local if !cluster.wait_serving(event.routing_key(), until).await => {
+                outcomes[index] = Some(Admission::Failed(forward::moving(cluster)));
             }
-            Placement::Local => {
+            KeyHome::Local => {
                 local.0.push(index);
                 local.1.push(event);
             }
-            Placement::Remote { node, .. } if forward::was_forwarded(request) => {
-                outcomes[index] = Some(Outcome::Failed(forward::unavailable(cluster, &node)));
+            KeyHome::Remote { node, .. } if forward::was_forwarded(request) => {
+                outcomes[index] = Some(Admission::Failed(forward::unavailable(cluster, &node)));
             }
-            Placement::Remote { node, .. } => {
+            KeyHome::Remote { node, .. } => {
                 let entry = remote
                     .entry(node.id.clone())
                     .or_insert_with(|| (node, Vec::new(), Vec::new()));
@@ -260,10 +260,12 @@ async fn ingest_where_owned(
                         .unwrap_or_else(|_| json!({"code": "unavailable", "message": "the owning node failed"}));
                     let mut failure = failure;
                     failure["status"] = json!(status.as_u16());
-                    (0..indexes.len()).map(|_| Outcome::Refused(failure.clone())).collect()
+                    (0..indexes.len())
+                        .map(|_| Admission::Refused(failure.clone()))
+                        .collect()
                 }
                 None => (0..indexes.len())
-                    .map(|_| Outcome::Failed(forward::unavailable(cluster, &node)))
+                    .map(|_| Admission::Failed(forward::unavailable(cluster, &node)))
                     .collect(),
             };
             (indexes, outcomes)
@@ -278,7 +280,7 @@ async fn ingest_where_owned(
             Err(error) => {
                 let failure =
                     json!({"code": error.code(), "message": error.to_string(), "status": error.status().as_u16()});
-                local.0.iter().map(|_| Outcome::Refused(failure.clone())).collect()
+                local.0.iter().map(|_| Admission::Refused(failure.clone())).collect()
             }
         };
         (local.0, outcomes)
@@ -291,12 +293,14 @@ async fn ingest_where_owned(
     }
     Ok(outcomes
         .into_iter()
-        .map(|outcome| outcome.unwrap_or_else(|| Outcome::Failed(ApiError::Internal("an event got no answer".into()))))
+        .map(|outcome| {
+            outcome.unwrap_or_else(|| Admission::Failed(ApiError::Internal("an event got no answer".into())))
+        })
         .collect())
 }
 
 /// Ingests events owned here.
-async fn ingest_here(state: &AppState, events: Vec<Event>) -> Result<Vec<Outcome>, ApiError> {
+async fn ingest_here(state: &AppState, events: Vec<Event>) -> Result<Vec<Admission>, ApiError> {
     Ok(state
         .services
         .ingest_events(events)
@@ -304,8 +308,8 @@ async fn ingest_here(state: &AppState, events: Vec<Event>) -> Result<Vec<Outcome
         .results
         .into_iter()
         .map(|result| match result {
-            Ok(duplicate) => Outcome::Accepted { duplicate },
-            Err(error) => Outcome::Failed(error.into()),
+            Ok(duplicate) => Admission::Accepted { duplicate },
+            Err(error) => Admission::Failed(error.into()),
         })
         .collect())
 }
@@ -320,11 +324,11 @@ pub async fn ingest_internal(state: &AppState, request: ApiRequest) -> Result<Ht
         .await?
         .into_iter()
         .map(|outcome| match outcome {
-            Outcome::Accepted { duplicate } => json!({ "duplicate": duplicate }),
-            Outcome::Failed(error) => {
+            Admission::Accepted { duplicate } => json!({ "duplicate": duplicate }),
+            Admission::Failed(error) => {
                 json!({"code": error.code(), "message": error.to_string(), "status": error.status().as_u16()})
             }
-            Outcome::Refused(failure) => failure,
+            Admission::Refused(failure) => failure,
         })
         .collect();
     ok(&json!({ "results": results }))
@@ -348,7 +352,7 @@ pub async fn grant_claim(state: &AppState, request: ApiRequest) -> Result<HttpRe
 }
 
 /// The owner's answers to forwarded events; a garbled answer fails them all.
-fn parse_internal_results(body: &[u8], count: usize) -> Vec<Outcome> {
+fn parse_internal_results(body: &[u8], count: usize) -> Vec<Admission> {
     let results = serde_json::from_slice::<Value>(body).ok().and_then(|mut answer| {
         match answer.get_mut("results").map(Value::take) {
             Some(Value::Array(results)) if results.len() == count => Some(results),
@@ -359,12 +363,12 @@ fn parse_internal_results(body: &[u8], count: usize) -> Vec<Outcome> {
         Some(results) => results
             .into_iter()
             .map(|result| match result.get("duplicate").and_then(Value::as_bool) {
-                Some(duplicate) => Outcome::Accepted { duplicate },
-                None => Outcome::Refused(result),
+                Some(duplicate) => Admission::Accepted { duplicate },
+                None => Admission::Refused(result),
             })
             .collect(),
         None => (0..count)
-            .map(|_| Outcome::Failed(ApiError::Internal("the owning node's answer was not understood".into())))
+            .map(|_| Admission::Failed(ApiError::Internal("the owning node's answer was not understood".into())))
             .collect(),
     }
 }

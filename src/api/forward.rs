@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::routes::Forward;
 use super::{ApiError, ApiRequest, AppState, HttpResponse};
-use crate::service::cluster::{Cluster, Placement};
+use crate::service::cluster::{Cluster, KeyHome};
 use crate::topology::Node;
 
 /// Names the node that forwarded a request; its receiver serves it locally or not at all.
@@ -272,18 +272,18 @@ pub async fn to_owner(
     }
     match cluster.place(key) {
         // A shard this node is taking over in a move: wait for it within the deadline.
-        Placement::Local => match cluster.wait_serving(key, move_wait_until(request)).await {
+        KeyHome::Local => match cluster.wait_serving(key, move_wait_until(request)).await {
             true => None,
             false => Some(Err(moving(cluster))),
         },
-        Placement::Remote { node, shard } if was_forwarded(request) => Some(Err(ApiError::ShardUnavailable {
+        KeyHome::Remote { node, shard } if was_forwarded(request) => Some(Err(ApiError::ShardUnavailable {
             message: format!(
                 "shard {shard} is owned by node {:?} in this node's topology; the forwarding node's topology differs",
                 node.id
             ),
             retry_after_s: cluster.retry_after_s,
         })),
-        Placement::Remote { node, .. } => Some(to_node(state, &node, request).await),
+        KeyHome::Remote { node, .. } => Some(to_node(state, &node, request).await),
     }
 }
 
@@ -322,7 +322,7 @@ pub async fn to_claimant(state: &AppState, request: &ApiRequest, sid: &str) -> O
         Ok(uid) => uid?,
         Err(error) => return Some(Err(error.into())),
     };
-    let Placement::Remote { node, .. } = state.services.cluster.place(&uid) else {
+    let KeyHome::Remote { node, .. } = state.services.cluster.place(&uid) else {
         return None;
     };
     let via = HeaderValue::from_str(sid).ok()?;

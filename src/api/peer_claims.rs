@@ -17,7 +17,7 @@ use super::forward::Peers;
 use super::routes::INTERNAL_SESSION_CLAIM_PATH;
 use crate::domain::live_state::LiveState;
 use crate::domain::session_claim::{Claimed, SessionClaims};
-use crate::service::cluster::{Cluster, Placement};
+use crate::service::cluster::{Cluster, KeyHome};
 use crate::topology::ShardId;
 
 /// Claims sessions from the other nodes of the cluster.
@@ -44,7 +44,7 @@ impl SessionClaims for PeerClaims {
         let authorization = self.authorization.clone();
         let body = Bytes::from(json!({ "sid": sid, "uid": uid }).to_string());
         async move {
-            let Placement::Remote { node, .. } = cluster.place_shard(shard) else {
+            let KeyHome::Remote { node, .. } = cluster.place_shard(shard) else {
                 return Err(format!("shard {shard} is this node's"));
             };
             let headers = vec![(AUTHORIZATION, authorization)];

@@ -8,7 +8,7 @@ use super::filter::Check;
 
 /// What a turn found, for the reply.
 #[derive(Debug, Clone)]
-pub struct Outcome<'a> {
+pub struct TurnFindings<'a> {
     pub constraints: &'a Constraints,
     pub notes: &'a [Note],
     /// Items returned.
@@ -32,10 +32,10 @@ pub struct Outcome<'a> {
     pub paged: bool,
 }
 
-impl<'a> Outcome<'a> {
+impl<'a> TurnFindings<'a> {
     /// Nothing found yet under `constraints`.
-    pub fn new(constraints: &'a Constraints) -> Outcome<'a> {
-        Outcome {
+    pub fn new(constraints: &'a Constraints) -> TurnFindings<'a> {
+        TurnFindings {
             constraints,
             notes: &[],
             shown: 0,
@@ -304,7 +304,7 @@ pub fn answer_about(item: &ItemFacts, ask: Option<Ask>) -> String {
 }
 
 /// The reply of a turn.
-pub fn compose(outcome: &Outcome) -> String {
+pub fn compose(outcome: &TurnFindings) -> String {
     let constraints = outcome.constraints;
     let mut sentences: Vec<String> = outcome.notes.iter().map(|note| note_words(note, constraints)).collect();
     if outcome.shown > 0 {
@@ -413,14 +413,14 @@ mod tests {
     fn a_found_reply_says_how_many_and_why() {
         let constraints = comedies_under_10();
         let notes = [Note::RelativeTo(RelativePrice::Cheaper, 6.0)];
-        let reply = compose(&Outcome {
+        let reply = compose(&TurnFindings {
             notes: &notes,
             shown: 4,
             matched: 30,
             retrieved: 500,
             interests: vec!["Comedy".into()],
             personalized: true,
-            ..Outcome::new(&constraints)
+            ..TurnFindings::new(&constraints)
         });
         assert_eq!(
             reply,
@@ -433,23 +433,23 @@ mod tests {
     #[test]
     fn an_empty_reply_says_what_to_relax() {
         let constraints = comedies_under_10();
-        let reply = compose(&Outcome {
+        let reply = compose(&TurnFindings {
             retrieved: 500,
             relax: Some((Check::Price, 12)),
-            ..Outcome::new(&constraints)
+            ..TurnFindings::new(&constraints)
         });
         assert_eq!(
             reply,
             "I found no comedies under 10. Relax the price limit (under 10) and 12 items would match."
         );
         let nothing = Constraints::default();
-        let reply = compose(&Outcome::new(&nothing));
+        let reply = compose(&TurnFindings::new(&nothing));
         assert!(reply.starts_with("Tell me what you are looking for"), "{reply}");
         let query = Constraints {
             query: vec!["zzzz".into()],
             ..Constraints::default()
         };
-        let reply = compose(&Outcome::new(&query));
+        let reply = compose(&TurnFindings::new(&query));
         assert_eq!(reply, "I found no items matching \"zzzz\". Try other words.");
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rankstream::api::Peers;
 use rankstream::config::Config;
-use rankstream::stream::admin::{cluster_topics, create_topics, partition_lags, TopicOutcome};
+use rankstream::stream::topics::{cluster_topics, create_topics, partition_lags, TopicOutcome};
 use rankstream::stream::topology_log::{self, Applied};
 use rankstream::topology::{Node, ShardId, Topology};
 use serde_json::{json, Value};

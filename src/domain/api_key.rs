@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::time::format_rfc3339;
+use crate::timestamp::format_rfc3339;
 
 /// Every scope a key can carry; `admin` implies all of them.
 pub const SCOPES: [&str; 10] = [

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::time::{format_rfc3339, parse_time_value};
+use crate::timestamp::{format_rfc3339, parse_time_value};
 use crate::topology::ShardId;
 
 mod plain;

@@ -14,7 +14,7 @@ use super::attributes::intern;
 use super::compact::{AppliedSeqs, NewestStrings};
 use super::event::Event;
 use super::recent::{Interaction, RecentItems};
-use crate::time::format_rfc3339;
+use crate::timestamp::format_rfc3339;
 use crate::topology::ShardId;
 
 /// Ids of the newest applied events kept for tracing.

@@ -1,5 +1,5 @@
 //! The domain types every layer shares, at the base of the crate: it imports no
-//! layer above it (only the `time` formats and `topology`'s shard ids).
+//! layer above it (only the `timestamp` formats and `topology`'s shard ids).
 //!
 //! - [`event`]: the one internal [`event::Event`] both input formats decode into,
 //!   and the [`event::SequencedEvent`] a shard's log hands on once it is durable.

@@ -267,7 +267,7 @@ impl Handler<DeleteItem> for CatalogShard {
             row.insert("is_deleted".into(), Value::Bool(true));
             row.insert(
                 "updated_at".into(),
-                Value::String(crate::time::format_rfc3339(self.clock.now_millis())),
+                Value::String(crate::timestamp::format_rfc3339(self.clock.now_millis())),
             );
             batch.put(Cf::Items, &key, &serde_json::to_vec(&row).expect("json map serializes"));
         }
@@ -284,7 +284,7 @@ pub struct DeleteUser {
 
 /// What the catalog side of a user deletion found.
 #[derive(Debug, Clone, Default)]
-pub struct UserRows {
+pub struct DeletedUserRows {
     pub row_existed: bool,
     pub events_removed: usize,
     /// The sessions the removed events named.
@@ -292,17 +292,17 @@ pub struct UserRows {
 }
 
 impl Message for DeleteUser {
-    type Result = Result<UserRows, CatalogError>;
+    type Result = Result<DeletedUserRows, CatalogError>;
 }
 
 impl Handler<DeleteUser> for CatalogShard {
-    type Result = Result<UserRows, CatalogError>;
+    type Result = Result<DeletedUserRows, CatalogError>;
 
     fn handle(&mut self, message: DeleteUser, _: &mut Context<Self>) -> Self::Result {
         let key = layout::user(self.shard, &message.uid);
-        let mut removed = UserRows {
+        let mut removed = DeletedUserRows {
             row_existed: self.storage.get(Cf::Users, &key)?.is_some(),
-            ..UserRows::default()
+            ..DeletedUserRows::default()
         };
         let mut batch = self.storage.batch();
         batch.delete(Cf::Users, &key);

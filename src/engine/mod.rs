@@ -6,13 +6,13 @@
 
 mod backup;
 pub mod catalog;
+mod catalog_calls;
 mod catalog_shard;
 pub mod conversation;
 mod forget;
 mod live_entry;
 mod live_state_error;
 mod purge;
-mod rows;
 mod session_claims;
 mod shard_host;
 mod shard_moves;

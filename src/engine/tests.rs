@@ -56,7 +56,7 @@ impl TestEngine {
 fn click_at(at: i64, id: &str, sid: &str, uid: Option<&str>, item: &str) -> Event {
     let now = 1_700_000_000_000 + at;
     let body = json!({"id": id, "type": "click", "click_type": "tap", "sid": sid, "uid": uid, "item_id": item,
-                      "original_timestamp": crate::time::format_rfc3339(now)});
+                      "original_timestamp": crate::timestamp::format_rfc3339(now)});
     decode_v1(body, now, || unreachable!("the id is given")).unwrap()
 }
 

@@ -3,7 +3,7 @@
 //! Used twice per module request: for the modules of the response and for the items
 //! of each module. Pure: knows nothing of HTTP or of what an entry is.
 //!
-//! Placement follows DESIGN.md §7 ("module fixed_position collisions"): pins are
+//! PinnedOrder follows DESIGN.md §7 ("module fixed_position collisions"): pins are
 //! applied in ascending position, ties in request order; a taken position goes to the
 //! next free one; a position past the end goes to the end. A pin already placed is
 //! never moved by a later one. Each pin that does not land where it asked is
@@ -35,14 +35,14 @@ pub struct Adjustment {
     /// Which pin: its index in the `pinned` argument of [`place`].
     pub pin: usize,
     pub requested: usize,
-    /// Where it landed, an index into [`Placement::entries`].
+    /// Where it landed, an index into [`PinnedOrder::entries`].
     pub applied: usize,
     pub reason: Displacement,
 }
 
 /// The final order and the pins that moved.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Placement<T> {
+pub struct PinnedOrder<T> {
     /// Every ranked and pinned entry, in response order.
     pub entries: Vec<T>,
     /// In the order the pins were applied (ascending requested position, ties in
@@ -56,7 +56,7 @@ pub struct Placement<T> {
 /// A pin whose position is taken goes to the next free position after it. A pin
 /// with no free position from its own to the end, or one asking for a position past
 /// the end, goes to the end: after every ranked entry, in the order pins are applied.
-pub fn place<T>(ranked: Vec<T>, pinned: Vec<Pinned<T>>) -> Placement<T> {
+pub fn place<T>(ranked: Vec<T>, pinned: Vec<Pinned<T>>) -> PinnedOrder<T> {
     let len = ranked.len() + pinned.len();
     let mut apply_order: Vec<usize> = (0..pinned.len()).collect();
     apply_order.sort_by_key(|&pin| pinned[pin].position); // stable: ties keep request order
@@ -107,7 +107,7 @@ pub fn place<T>(ranked: Vec<T>, pinned: Vec<Pinned<T>>) -> Placement<T> {
             None => ranked.next().expect("each free position holds a ranked entry"),
         })
         .collect();
-    Placement { entries, adjustments }
+    PinnedOrder { entries, adjustments }
 }
 
 /// The score a module ranks by: the module model's score for the module plus the

@@ -1,8 +1,8 @@
 //! The stages of a node, started in this order, each from what the earlier ones
 //! built: seat (where the node stands in the cluster) → storage → learning →
-//! engine → stream → cluster → services; HTTP ([`super::Node::serve`]) comes last.
+//! engine → stream → cluster → services; HTTP ([`super::RunningNode::serve`]) comes last.
 //! Every task a stage spawns is given the node's shutdown token and kept in the
-//! stage's [`StageTasks`] (which the node holds); [`super::Node::stop`] stops the
+//! stage's [`StageTasks`] (which the node holds); [`super::RunningNode::stop`] stops the
 //! stages in reverse order.
 
 use std::net::SocketAddr;

@@ -14,7 +14,7 @@ use crate::topology::{Current, Node, Ownership, Phase, ShardId};
 
 /// Where a key's live state is served.
 #[derive(Debug, Clone)]
-pub enum Placement {
+pub enum KeyHome {
     /// On this node (which may still be restoring the shard: see [`Cluster::wait_serving`]).
     Local,
     /// On another node, the owner of `shard`.
@@ -89,23 +89,23 @@ impl Cluster {
     }
 
     /// Where the live state of a routing key is served.
-    pub fn place(&self, key: &str) -> Placement {
+    pub fn place(&self, key: &str) -> KeyHome {
         if !self.is_multi_node() {
-            return Placement::Local;
+            return KeyHome::Local;
         }
         let current = self.ownership.current();
         self.place_in(&current, current.topology.shard_for(key.as_bytes()))
     }
 
     /// Where a shard's live state is served.
-    pub fn place_shard(&self, shard: ShardId) -> Placement {
+    pub fn place_shard(&self, shard: ShardId) -> KeyHome {
         self.place_in(&self.ownership.current(), shard)
     }
 
-    fn place_in(&self, current: &Current, shard: ShardId) -> Placement {
+    fn place_in(&self, current: &Current, shard: ShardId) -> KeyHome {
         match current.owner_of(shard) {
-            owner if owner.id == self.me() => Placement::Local,
-            owner => Placement::Remote {
+            owner if owner.id == self.me() => KeyHome::Local,
+            owner => KeyHome::Remote {
                 node: owner.clone(),
                 shard,
             },

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::cluster::Placement;
+use super::cluster::KeyHome;
 use super::{ServiceError, Services};
 use crate::domain::event::Event;
 use crate::domain::live_state::LiveState;
@@ -41,7 +41,7 @@ impl Services {
     /// Cluster mode: another node claims session `sid` of this node's shards for user
     /// `uid`, which it owns; answers the session's state here (`None`: it has none).
     pub async fn grant_session_claim(&self, sid: &str, uid: &str) -> Result<Option<LiveState>, ServiceError> {
-        if let Placement::Remote { node, shard } = self.cluster.place(sid) {
+        if let KeyHome::Remote { node, shard } = self.cluster.place(sid) {
             return Err(ServiceError::Unavailable(format!(
                 "session {sid:?} is on shard {shard}, owned by node {:?} in this node's topology",
                 node.id
@@ -53,11 +53,11 @@ impl Services {
     /// Cluster mode: the user another node claimed session `sid` for, when that node
     /// owns the user: a request naming only the sid is served there.
     pub fn session_claimed_by(&self, sid: &str) -> Result<Option<String>, ServiceError> {
-        if !self.cluster.is_multi_node() || !matches!(self.cluster.place(sid), Placement::Local) {
+        if !self.cluster.is_multi_node() || !matches!(self.cluster.place(sid), KeyHome::Local) {
             return Ok(None);
         }
         let uid = self.engine.session_link(sid)?;
-        Ok(uid.filter(|uid| matches!(self.cluster.place(uid), Placement::Remote { .. })))
+        Ok(uid.filter(|uid| matches!(self.cluster.place(uid), KeyHome::Remote { .. })))
     }
 
     /// A stored event by id.

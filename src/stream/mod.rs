@@ -4,12 +4,12 @@
 //! only after the events are durable. REST events are produced to the REST topic
 //! (acks=all) before their 202. Malformed messages go to a dead-letter topic.
 
-pub mod admin;
 pub mod catalog_log;
 pub mod changelog;
 mod consumer;
 pub mod learner_feed;
 mod producer;
+pub mod topics;
 pub mod topology_log;
 
 use std::collections::BTreeMap;

@@ -130,7 +130,7 @@ mod tests {
     fn event(kind: &str, sid: &str, item: &str, at: i64) -> Event {
         let at = 1_700_000_000_000 + at;
         let mut body = json!({"id": format!("{sid}-{at}"), "type": kind, "sid": sid,
-                              "original_timestamp": crate::time::format_rfc3339(at)});
+                              "original_timestamp": crate::timestamp::format_rfc3339(at)});
         match kind {
             "click" => {
                 body["click_type"] = json!("tap");

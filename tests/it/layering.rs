@@ -39,7 +39,15 @@ const LAYERS: &[&[&str]] = &[
     &["ranking", "search", "embed", "chat", "experiments", "api_keys"],
     &["storage"],
     // The base.
-    &["domain", "config", "time", "clock", "topology", "metrics", "allocator"],
+    &[
+        "domain",
+        "config",
+        "timestamp",
+        "clock",
+        "topology",
+        "metrics",
+        "allocator",
+    ],
 ];
 
 /// The layer of the base: types and helpers every layer shares.

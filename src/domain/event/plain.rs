@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use super::{check_standard_type, Event, LINK_FIELDS, MAX_STRING_BYTES};
-use crate::time::{parse_iso8601, parse_time_value};
+use crate::timestamp::{parse_iso8601, parse_time_value};
 
 /// The fields of SPEC "Events", each optional here; any other field fails the read.
 #[derive(Deserialize)]

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::counts::ArmCounts;
 use super::interval::{rate, wald, wald_difference};
 use super::{StoredExperiment, Unit};
-use crate::time::format_rfc3339;
+use crate::timestamp::format_rfc3339;
 
 /// Whether an experiment assigns its arms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

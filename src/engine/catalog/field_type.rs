@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::CatalogError;
 use crate::domain::catalog::FieldType;
-use crate::time::{parse_iso8601, parse_time_value};
+use crate::timestamp::{parse_iso8601, parse_time_value};
 
 /// Longest string value, in bytes.
 pub const MAX_STRING_BYTES: usize = 16 * 1024;
@@ -87,9 +87,9 @@ impl FieldType {
                     .collect::<Option<_>>()?,
             ),
             (FieldType::Time, Value::String(text)) if parse_time_value(value).is_some() => {
-                match crate::time::parse_rfc3339(text) {
+                match crate::timestamp::parse_rfc3339(text) {
                     Some(_) => value.clone(),
-                    None => Value::String(crate::time::format_rfc3339(parse_iso8601(text)?)),
+                    None => Value::String(crate::timestamp::format_rfc3339(parse_iso8601(text)?)),
                 }
             }
             (FieldType::Time, Value::Number(_)) if parse_time_value(value).is_some() => value.clone(),

@@ -5,12 +5,12 @@
 mod field_type;
 mod reader;
 mod row_cache;
-mod rows;
+mod row_rules;
 mod tables;
 
 pub use field_type::{MAX_EMBEDDING_DIMS, MAX_OBJECT_BYTES, MAX_STRING_BYTES};
 pub use reader::ItemReader;
-pub use rows::{id_of, prepare_row, stamp_row, type_new_fields_in_order, PreparedRow, RowKind, StoredTimes};
+pub use row_rules::{id_of, prepare_row, stamp_row, type_new_fields_in_order, PreparedRow, RowKind, StoredTimes};
 pub use tables::{validate_table_name, TableRegistry, DEFAULT_ITEM_TABLE, USERS_TABLE};
 
 use crate::domain::catalog::FieldType;

@@ -152,7 +152,7 @@ impl ItemReader {
     /// Whether an item may have field `name`: a reserved field (`_table`, `is_deleted`,
     /// ...) or a field of some item table.
     pub fn knows_field(&self, name: &str) -> bool {
-        super::rows::RowKind::Item.is_reserved(name)
+        super::row_rules::RowKind::Item.is_reserved(name)
             || self
                 .tables
                 .names()

@@ -13,7 +13,7 @@ use super::CatalogError;
 use crate::clock::SharedClock;
 use crate::domain::catalog::{FieldType, Relation, TableRecord};
 use crate::storage::{layout, Cf, Storage, StorageError};
-use crate::time::format_rfc3339;
+use crate::timestamp::format_rfc3339;
 use crate::topology::shard_for;
 
 /// The special table holding users.
@@ -179,7 +179,7 @@ impl TableRegistry {
             }
             match record.embedding_lengths.get(field) {
                 Some(&expected) if expected != *length => {
-                    return Err(super::rows::embedding_length_error(name, field, expected, *length))
+                    return Err(super::row_rules::embedding_length_error(name, field, expected, *length))
                 }
                 Some(_) => {}
                 None => {

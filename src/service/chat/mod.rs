@@ -32,12 +32,12 @@ use crate::chat::catalog::{CatalogRow, ChatCatalog};
 use crate::chat::constraints::{extract, structured, Constraints, Extracted, Similar};
 use crate::chat::dictionary::LabelDictionary;
 use crate::chat::filter::price_of;
-use crate::chat::reply::{answer_about, compose, describe, ItemFacts, Outcome};
+use crate::chat::reply::{answer_about, compose, describe, ItemFacts, TurnFindings};
 use crate::config::ChatConfig;
 use crate::domain::live_state::availability;
 use crate::engine::conversation::{ConversationSettings, Conversations, RecordTurn, ShownItem, Turn};
 use crate::engine::Engine;
-use retrieval::FoundItems;
+use retrieval::ListFinds;
 
 /// `limit` when absent, and its largest value.
 pub const DEFAULT_LIMIT: usize = 4;
@@ -223,7 +223,7 @@ impl Services {
                     .as_ref()
                     .and_then(|id| catalog.get(id))
                     .map(|item| item_facts(&item.row, &item.id).title);
-                let outcome = Outcome {
+                let outcome = TurnFindings {
                     notes: &plan.notes,
                     shown: found.shown.len(),
                     matched: found.matched,
@@ -234,7 +234,7 @@ impl Services {
                     relax: found.relax,
                     like,
                     paged: !plan.skip.is_empty(),
-                    ..Outcome::new(&constraints)
+                    ..TurnFindings::new(&constraints)
                 };
                 let reply = self
                     .write_reply(&request, &conversation_id, &constraints, &found, &outcome)
@@ -332,8 +332,8 @@ impl Services {
         request: &ChatRequest,
         conversation_id: &str,
         constraints: &Constraints,
-        found: &FoundItems,
-        outcome: &Outcome<'_>,
+        found: &ListFinds,
+        outcome: &TurnFindings<'_>,
     ) -> String {
         let composed = compose(outcome);
         let Some(llm) = &self.chat.llm else {
@@ -469,7 +469,7 @@ fn chat_item(row: &Map<String, Value>, id: &str) -> ChatItem {
 
 /// The LLM's instructions: the constraints, the items in order, and the composed
 /// reply as the facts to keep to.
-fn llm_prompt(constraints: &Constraints, selection: &FoundItems, composed: &str) -> String {
+fn llm_prompt(constraints: &Constraints, selection: &ListFinds, composed: &str) -> String {
     let mut prompt = String::from(
         "You are the shopping assistant of a catalog. Answer the user's last message in one to three \
          sentences. Mention only the items listed below, in their order, and never invent items, prices or \

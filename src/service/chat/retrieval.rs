@@ -65,7 +65,7 @@ impl Services {
         skip: &[String],
         dictionary: &LabelDictionary,
         catalog: &ChatCatalog,
-    ) -> Result<FoundItems, ServiceError> {
+    ) -> Result<ListFinds, ServiceError> {
         let children = dictionary.children_groups();
         let mut skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
         if let Some(id) = &constraints.similar_to {
@@ -113,7 +113,7 @@ impl Services {
         skip: &HashSet<&str>,
         children: &[String],
         catalog: &ChatCatalog,
-    ) -> Result<FoundItems, ServiceError> {
+    ) -> Result<ListFinds, ServiceError> {
         let applicable = Applicable::of(catalog.rows.iter().map(|item| item.row.as_ref()), children);
         let mut passing = Vec::new();
         let mut single_failures: HashMap<Check, usize> = HashMap::new();
@@ -179,7 +179,7 @@ impl Services {
             self.apply_embedded_events(&mut plain, &like);
             !same_ids(&shown, &ranked_with(plain)?)
         };
-        Ok(FoundItems {
+        Ok(ListFinds {
             relax: relax(matched, single_failures),
             shown,
             matched,
@@ -199,7 +199,7 @@ impl Services {
         constraints: &Constraints,
         skip: &HashSet<&str>,
         dictionary: &LabelDictionary,
-    ) -> Result<FoundItems, ServiceError> {
+    ) -> Result<ListFinds, ServiceError> {
         let pool = self.search_pool(request, constraints, dictionary).await?;
         let mut found = select(&pool, constraints, dictionary, request.limit, skip);
         if self.has_signals(request).await {
@@ -369,7 +369,7 @@ fn label_text(constraints: &Constraints, dictionary: &LabelDictionary) -> String
 }
 
 /// What a list turn found.
-pub(super) struct FoundItems {
+pub(super) struct ListFinds {
     /// At most `limit` items, available ones first.
     pub(super) shown: Vec<Found>,
     /// Items meeting every constraint.
@@ -392,7 +392,7 @@ fn select(
     dictionary: &LabelDictionary,
     limit: usize,
     skip: &HashSet<&str>,
-) -> FoundItems {
+) -> ListFinds {
     let children = dictionary.children_groups();
     let applicable = Applicable::of(pool.iter().map(|found| found.row.as_ref()), children);
     let mut matched = Vec::new();
@@ -406,7 +406,7 @@ fn select(
         }
     }
     let count = matched.len();
-    FoundItems {
+    ListFinds {
         shown: available_first(matched, limit),
         matched: count,
         retrieved: pool.len(),

@@ -51,7 +51,7 @@ use rankstream::domain::{LiveStateId, Signals};
 use rankstream::ranking::{covisit_key, rank, Model, RankContext, Trained};
 use rankstream::server;
 use rankstream::service::Services;
-use rankstream::time::format_rfc3339;
+use rankstream::timestamp::format_rfc3339;
 
 #[derive(Parser)]
 #[command(about = "Offline evaluation of rankstream's models on public datasets")]
@@ -157,7 +157,7 @@ enum Split {
 /// An in-process node on a scratch directory, assembled as the server assembles
 /// one; the evaluation goes through its services.
 struct Node {
-    node: server::Node,
+    node: server::RunningNode,
     services: Arc<Services>,
     _dir: tempfile::TempDir,
 }
@@ -173,7 +173,7 @@ impl Node {
             config.training.models_file = path.display().to_string();
         }
         let clock: SharedClock = Arc::new(SystemClock);
-        let node = server::Node::start(&config, clock, Some("eval-offline")).await?;
+        let node = server::RunningNode::start(&config, clock, Some("eval-offline")).await?;
         let services = node.services.clone();
         Ok(Node {
             node,

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::{CatalogError, TableRegistry, DEFAULT_ITEM_TABLE, USERS_TABLE};
 use crate::domain::catalog::{FieldType, TableRecord};
 use crate::storage::Cf;
-use crate::time::{format_rfc3339, parse_iso8601, parse_rfc3339, parse_time_value};
+use crate::timestamp::{format_rfc3339, parse_iso8601, parse_rfc3339, parse_time_value};
 
 /// Longest id or uid, in bytes.
 const MAX_ID_BYTES: usize = 1024;
