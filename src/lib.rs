@@ -11,9 +11,9 @@
 //!   become statuses (`api::error`). The only module that speaks HTTP (also as a
 //!   client: image fetching, the optional chat LLM). It imports only `service` and
 //!   the base.
-//! - [`service`]: the node's use cases without HTTP, one method each on
-//!   [`service::Services`] (upsert items with their ingest-time vectors, users,
-//!   events, recommend, modules, search, rerank, chat turn, embed, admin), typed
+//! - [`service`]: the node's use cases without HTTP, one service a family (catalog,
+//!   events, ranking, search, chat, embed, experiments, admin, backups, cluster),
+//!   each built with only the handles it uses and one method a use case, typed
 //!   requests and results, one [`service::ServiceError`].
 //! - [`engine`]: the actors and the router from keys to them. Per shard: a
 //!   `CatalogShard` (items, users, tables) and a `ShardHost` (the shard's event log
@@ -71,8 +71,9 @@
 //! that node (`api::forward::to_claimant`); a read by an id that does not name its
 //! shard (an event), answered 404 here, asks the other nodes in turn
 //! (`api::forward::first_found`) → otherwise, here, the method's handler, in the
-//! endpoint's file, decodes the body into a typed request and calls one
-//! [`service::Services`] method → the service does the use case:
+//! endpoint's file, decodes the body into a typed request and calls one method of
+//! its family's service (e.g. [`service::catalog::CatalogService`]) → the service
+//! does the use case:
 //!
 //! - catalog and users: key → shard → that shard's `CatalogShard`, which validates,
 //!   stamps reserved fields and commits a durable RocksDB batch before replying
@@ -98,7 +99,7 @@
 //! REST (`api::events`): in a cluster the batch is scattered by owner
 //! (`ingest_where_owned`: each event's routing key → its shard's node; the events of
 //! other nodes go to each in one batch at `/v1/internal/events`, all at once, and the
-//! answers are gathered back into the request's order) → `Services::ingest_events`
+//! answers are gathered back into the request's order) → `EventService::ingest_events`
 //! (produced to Kafka first when it is on) → one [`domain::event::Event`]; or Kafka
 //! (`stream::consumer`, which reads only the partitions of this node's shards, from the
 //! offsets stored with their state) → the same event → `Engine::ingest` takes credits for the events in

@@ -32,6 +32,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::config::Config;
+use crate::engine::conversation::Conversations;
+use crate::engine::Engine;
+use crate::experiments::Experiments;
 use crate::ranking::ModelRegistry;
 use crate::search::SearchIndex;
 use crate::service::Services;
@@ -51,6 +54,16 @@ const HTTP_STOP_MARGIN: Duration = Duration::from_secs(5);
 pub struct RunningNode {
     /// The use cases, for the HTTP frontend, the CLI and the tools.
     pub services: Arc<Services>,
+    /// The shard actors (stopped after the inputs, with a last checkpoint).
+    pub engine: Arc<Engine>,
+    /// The learner (stopped after the engine).
+    pub training: Arc<Training>,
+    /// The search index (stopped with the engine).
+    index: Arc<SearchIndex>,
+    /// The experiments' counts (their writer stopped with the engine).
+    experiments: Arc<Experiments>,
+    /// The conversations' actors (stopped with the engine).
+    conversations: Arc<Conversations>,
     /// The data directory, flushed last.
     storage: Storage,
     /// The one shutdown signal, cloned into every task the node spawns; cancelled
@@ -108,21 +121,25 @@ impl RunningNode {
             &mut tasks.cluster,
         )
         .await?;
-        let data_directory = storage.storage.clone();
         let services = start_services(
             config,
-            seat,
-            storage,
-            learning,
-            engine,
+            &seat,
+            &storage,
+            &learning,
+            &engine,
             stream,
             cluster,
             &shutdown,
             &mut tasks.services,
-        );
+        )?;
         Ok(RunningNode {
             services,
-            storage: data_directory,
+            engine: engine.engine,
+            training: learning.training,
+            index: engine.search,
+            experiments: engine.experiments,
+            conversations: engine.conversations,
+            storage: storage.storage,
             shutdown,
             tasks,
             http_stop_limit: HTTP_STOP_MARGIN,
@@ -142,6 +159,11 @@ impl RunningNode {
     pub async fn stop(self) -> anyhow::Result<()> {
         let RunningNode {
             services,
+            engine,
+            training,
+            index,
+            experiments,
+            conversations,
             storage,
             shutdown,
             tasks,
@@ -162,15 +184,15 @@ impl RunningNode {
         // key, then the actors stop (their group commits written) with their threads.
         let engine_tally = tasks.engine.join(STAGE_STOP_LIMIT).await;
         tally += engine_tally;
-        if let Err(error) = services.engine.checkpoint().await {
+        if let Err(error) = engine.checkpoint().await {
             tracing::error!(%error, "final checkpoint failed; the next start replays the log");
         }
-        let engine_services = services.clone();
+        let stopping = engine.clone();
         tokio::task::spawn_blocking(move || {
-            engine_services.chat.stop();
-            engine_services.engine.stop();
-            engine_services.search.stop();
-            engine_services.experiments.stop_flushing();
+            conversations.stop();
+            stopping.stop();
+            index.stop();
+            experiments.stop_flushing();
         })
         .await?;
         tracing::info!(
@@ -179,10 +201,9 @@ impl RunningNode {
             tasks_still_running = engine_tally.still_running,
             "stage stopped"
         );
-        let training = services.training.clone();
         tokio::task::spawn_blocking(move || training.stop()).await?;
         tracing::info!(stage = "learning", "stage stopped");
-        drop(services);
+        drop((services, engine));
         tokio::task::spawn_blocking(move || storage.flush()).await??;
         tracing::info!(stage = "storage", "stage stopped");
         match tally.still_running {
@@ -219,11 +240,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let mut node = RunningNode::start(&config, clock, admin_secret.as_deref()).await?;
-    await_search_loaded(&node.services.search, SEARCH_LOAD_WAIT).await;
+    await_search_loaded(&node.index, SEARCH_LOAD_WAIT).await;
     let address = node.serve(&config).await?;
     println!("rankstream listening on http://{address}");
     std::io::stdout().flush()?;
-    tracing::info!(%address, shards = node.services.engine.shard_count(), data_dir = %config.storage.data_dir.display(), "serving");
+    tracing::info!(%address, shards = node.engine.shard_count(), data_dir = %config.storage.data_dir.display(), "serving");
     shutdown.await;
     node.stop().await
 }

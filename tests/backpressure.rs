@@ -54,8 +54,8 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
         let node = RunningNode::start(&config, Arc::new(SystemClock), Some("flood-test-admin"))
             .await
             .unwrap();
-        let services = node.services.clone();
-        let shards = services.engine.shard_count();
+        let (services, engine, training) = (node.services.clone(), node.engine.clone(), node.training.clone());
+        let shards = engine.shard_count();
         // Sessions whose sid routes them all to shard 0.
         let sids: Vec<String> = (0..)
             .map(|n| format!("flood-{n}"))
@@ -67,13 +67,14 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
         let peaks = Arc::new(Mutex::new(Peaks::default()));
         let started = Instant::now();
         let sampler = {
-            let (services, flooding, peaks) = (services.clone(), flooding.clone(), peaks.clone());
+            let (engine, training, flooding, peaks) =
+                (engine.clone(), training.clone(), flooding.clone(), peaks.clone());
             actix_rt::spawn(async move {
                 while flooding.load(Ordering::SeqCst) {
                     {
                         let mut peaks = peaks.lock();
-                        peaks.in_flight = peaks.in_flight.max(services.engine.events_in_flight()[0]);
-                        peaks.learner_queue = peaks.learner_queue.max(services.training.queued());
+                        peaks.in_flight = peaks.in_flight.max(engine.events_in_flight()[0]);
+                        peaks.learner_queue = peaks.learner_queue.max(training.queued());
                         peaks.rss.push((started.elapsed().as_secs_f64(), rss_bytes()));
                     }
                     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -85,7 +86,7 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
             actix_rt::spawn(async move {
                 let mut rebuilt = 0;
                 while flooding.load(Ordering::SeqCst) {
-                    services.retrain().await.unwrap();
+                    services.admin.retrain().await.unwrap();
                     rebuilt += 1;
                 }
                 rebuilt
@@ -100,7 +101,7 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
                     let events: Vec<_> = (0..BATCH)
                         .map(|n| {
                             let sid = &sids[(producer * 7 + batch * 13 + n) % sids.len()];
-                            let now = services.now_millis();
+                            let now = services.events.now_millis();
                             let body = json!({"type": "click", "click_type": "tap", "sid": sid,
                                               "item_id": format!("item-{}", n % 50),
                                               "original_timestamp": format_rfc3339(now)});
@@ -109,7 +110,7 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
                         })
                         .collect();
                     let sids_of: Vec<String> = events.iter().map(|event| event.sid.clone().unwrap()).collect();
-                    let ingested = services.ingest_events(events).await.unwrap();
+                    let ingested = services.events.ingest_events(events).await.unwrap();
                     let mut acknowledged = acknowledged.lock();
                     for (sid, result) in sids_of.into_iter().zip(ingested.results) {
                         if let Ok(false) = result {
@@ -171,8 +172,7 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
 
         // Every acknowledged event is in its session's live state ...
         for (sid, count) in &acknowledged {
-            let (state, _) = services
-                .engine
+            let (state, _) = engine
                 .read_state(LiveStateId::Session(sid.clone()))
                 .await
                 .unwrap()
@@ -181,15 +181,15 @@ fn a_flood_on_one_shard_waits_instead_of_queueing_and_loses_nothing() {
         }
         // ... and learned.
         let deadline = Instant::now() + Duration::from_secs(60);
-        while services.training.latest().events < total {
+        while training.latest().events < total {
             assert!(
                 Instant::now() < deadline,
                 "learned {} of {total}",
-                services.training.latest().events
+                training.latest().events
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        drop(services);
+        drop((services, engine, training));
         node.stop().await.unwrap();
     });
 }

@@ -67,7 +67,7 @@ pub async fn create_key(state: &AppState, request: ApiRequest) -> Result<HttpRes
         rate_per_sec: body.rate_per_sec,
         burst: body.burst,
     };
-    let (key, secret) = state.services.create_key(new).await?;
+    let (key, secret) = state.services.admin.create_key(new).await?;
     let mut view = key.view();
     view["key"] = Value::String(secret);
     Ok(json_response(StatusCode::CREATED, &view))
@@ -75,21 +75,21 @@ pub async fn create_key(state: &AppState, request: ApiRequest) -> Result<HttpRes
 
 /// `GET /v1/admin/keys`: every key, without secrets.
 pub async fn list_keys(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let keys: Vec<Value> = state.services.list_keys().iter().map(|key| key.view()).collect();
+    let keys: Vec<Value> = state.services.admin.list_keys().iter().map(|key| key.view()).collect();
     ok(&json!({ "keys": keys }))
 }
 
 /// `DELETE /v1/admin/keys/{id}`.
 pub async fn revoke_key(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let id = &request.params[0];
-    state.services.revoke_key(id).await?;
+    state.services.admin.revoke_key(id).await?;
     state.limits.forget(id);
     ok(&json!({ "id": id, "revoked": true }))
 }
 
 /// `GET /v1/admin/stats`: the node's statistics, with the frontend's own.
 pub async fn stats(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let mut stats = state.services.stats();
+    let mut stats = state.services.admin.stats();
     stats["requests"] = state.request_times.to_json();
     stats["auth"] = state.failed_auth.to_json();
     ok(&stats)
@@ -97,7 +97,7 @@ pub async fn stats(state: &AppState, _request: ApiRequest) -> Result<HttpRespons
 
 /// `POST /v1/admin/models/retrain`.
 pub async fn retrain(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    ok(&json!(state.services.retrain().await?))
+    ok(&json!(state.services.admin.retrain().await?))
 }
 
 /// `POST /v1/admin/compact`, with an optional body.
@@ -106,16 +106,16 @@ pub async fn compact(state: &AppState, request: ApiRequest) -> Result<HttpRespon
         true => CompactBody::default(),
         false => request.json()?,
     };
-    ok(&state.services.compact(body.all).await?)
+    ok(&state.services.forget.compact(body.all).await?)
 }
 
 /// `POST /v1/admin/backup`: always into `storage.backup_dir` (a request never chooses
 /// where the node writes).
 pub async fn backup(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    ok(&state.services.backup().await?)
+    ok(&state.services.backups.backup().await?)
 }
 
 /// `GET /v1/admin/backup`.
 pub async fn backup_status(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    ok(&state.services.backup_status()?)
+    ok(&state.services.backups.backup_status()?)
 }

@@ -44,7 +44,7 @@ pub fn identify(state: &AppState, headers: &HeaderMap, client: IpAddr) -> Result
     state.failed_auth.admit(client)?;
     let refused = match presented {
         Err(malformed) => malformed,
-        Ok(secret) => match state.services.authenticate(secret) {
+        Ok(secret) => match state.services.admin.authenticate(secret) {
             Ok(key) => return Ok(key),
             Err(AuthFailure::Unknown) => ApiError::Unauthorized("unknown API key"),
             Err(AuthFailure::Expired) => ApiError::Unauthorized("API key expired"),

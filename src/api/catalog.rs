@@ -43,7 +43,7 @@ pub(super) struct RemapAnswer<'a> {
 
 /// `GET /v1/catalog/table`: every table.
 pub async fn list_tables(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    ok(&json!({ "tables": state.services.list_tables().await? }))
+    ok(&json!({ "tables": state.services.catalog.list_tables().await? }))
 }
 
 /// `PUT /v1/catalog/table`: create or update a table.
@@ -51,6 +51,7 @@ pub async fn put_table(state: &AppState, request: ApiRequest) -> Result<HttpResp
     let body: PutTableBody = request.json()?;
     let record = state
         .services
+        .catalog
         .put_table(&body.table_name, body.description, body.relations)
         .await?;
     ok(&*record)
@@ -58,13 +59,13 @@ pub async fn put_table(state: &AppState, request: ApiRequest) -> Result<HttpResp
 
 /// `GET /v1/catalog/table/{name}`: the table record.
 pub async fn get_table(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    ok(&*state.services.get_table(&request.params[0])?)
+    ok(&*state.services.catalog.get_table(&request.params[0])?)
 }
 
 /// `DELETE /v1/catalog/table/{name}`: the table and its items.
 pub async fn delete_table(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let name = &request.params[0];
-    state.services.delete_table(name).await?;
+    state.services.catalog.delete_table(name).await?;
     ok(&json!({ "table_name": name, "deleted": true }))
 }
 
@@ -82,6 +83,7 @@ pub async fn remap_field(state: &AppState, request: ApiRequest) -> Result<HttpRe
         ))
     })?;
     let remap = services
+        .catalog
         .remap_field(table, field, to, body.force.unwrap_or(false))
         .await?;
     let conversion = &remap.conversion;
@@ -118,6 +120,7 @@ pub async fn put_item(state: &AppState, request: ApiRequest) -> Result<HttpRespo
         ));
     }
     let stored = services
+        .catalog
         .upsert_items(vec![item])
         .await?
         .pop()
@@ -127,13 +130,20 @@ pub async fn put_item(state: &AppState, request: ApiRequest) -> Result<HttpRespo
 
 /// `GET /v1/catalog/item/{table}/{id}`: the stored item object itself.
 pub async fn get_item(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    ok(&state.services.get_item(&request.params[0], &request.params[1])?)
+    ok(&state
+        .services
+        .catalog
+        .get_item(&request.params[0], &request.params[1])?)
 }
 
 /// `PATCH /v1/catalog/item/{table}/{id}`: merge the fields sent (null removes one).
 pub async fn patch_item(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (table, id) = (&request.params[0], &request.params[1]);
-    let stored = state.services.patch_item(table, id, patch_body(&request)?).await?;
+    let stored = state
+        .services
+        .catalog
+        .patch_item(table, id, patch_body(&request)?)
+        .await?;
     ok(&item_ack(&stored))
 }
 
@@ -141,7 +151,7 @@ pub async fn patch_item(state: &AppState, request: ApiRequest) -> Result<HttpRes
 pub async fn delete_item(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (table, id) = (&request.params[0], &request.params[1]);
     let purge = request.query_flag("purge");
-    state.services.delete_item(table, id, purge).await?;
+    state.services.catalog.delete_item(table, id, purge).await?;
     ok(&json!({ "id": id, "_table": table, "is_deleted": true, "purged": purge }))
 }
 
@@ -178,7 +188,7 @@ pub async fn put_items(state: &AppState, request: ApiRequest) -> Result<HttpResp
                 .map(|row| (index, row))
         })
         .unzip();
-    let results = state.services.upsert_items(rows).await?;
+    let results = state.services.catalog.upsert_items(rows).await?;
     let mut upserted = 0;
     for (index, result) in indexes.into_iter().zip(results) {
         match result {

@@ -1,7 +1,7 @@
 //! `POST /embed`: decodes the text and the image (base64 bytes, or a URL fetched by
-//! `image_fetch` when allowed), and answers [`Services::embed`]'s vectors.
+//! `image_fetch` when allowed), and answers [`EmbedService::embed`]'s vectors.
 //!
-//! [`Services::embed`]: crate::service::Services::embed
+//! [`EmbedService::embed`]: crate::service::embed::EmbedService::embed
 
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::{DecodePaddingMode, Engine as _};
@@ -21,7 +21,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
     let Value::Object(body) = request.json_value()? else {
         return Err(ApiError::validation("the body must be a JSON object"));
     };
-    let config = &state.services.embed_config;
+    let config = state.services.embed.config();
     let text = match body.get("text") {
         None | Some(Value::Null) => return Err(ApiError::validation("\"text\" is required")),
         Some(Value::String(text)) => text.clone(),
@@ -58,7 +58,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         (None, None) => None,
     };
 
-    ok(&state.services.embed(EmbedRequest { text, image }).await?)
+    ok(&state.services.embed.embed(EmbedRequest { text, image }).await?)
 }
 
 /// An optional string field: absent or null → `None`; another type → 422.

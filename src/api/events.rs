@@ -71,7 +71,11 @@ pub async fn post_engagement(state: &AppState, request: ApiRequest) -> Result<Ht
 /// `GET /v1/events/{id}`: the id does not name the node that has the event: here
 /// first, then the others.
 pub async fn get_event(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let local = state.services.get_event(&request.params[0]).map_err(ApiError::from);
+    let local = state
+        .services
+        .events
+        .get_event(&request.params[0])
+        .map_err(ApiError::from);
     forward::first_found(state, &request, local.and_then(|event| ok(&event.to_json()))).await
 }
 
@@ -88,7 +92,7 @@ pub async fn session(state: &AppState, request: ApiRequest) -> Result<HttpRespon
 /// `GET /v1/users/{uid}/state`: the user's live state and profile.
 pub async fn user_state(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let uid = request.params[0].clone();
-    let (snapshot, profile) = state.services.user_snapshot(&uid).await?;
+    let (snapshot, profile) = state.services.events.user_snapshot(&uid).await?;
     let mut body = Map::from_iter([("uid".to_owned(), json!(uid))]);
     body.extend(snapshot);
     body.insert("profile".into(), Value::Object(profile));
@@ -97,7 +101,7 @@ pub async fn user_state(state: &AppState, request: ApiRequest) -> Result<HttpRes
 
 /// A session's live state on this node.
 async fn session_here(state: &AppState, sid: &str) -> Result<HttpResponse, ApiError> {
-    let mut snapshot = state.services.session_snapshot(sid).await?;
+    let mut snapshot = state.services.events.session_snapshot(sid).await?;
     let uid = snapshot.remove("uid").unwrap_or(Value::Null);
     let mut body = Map::from_iter([("sid".to_owned(), json!(sid)), ("uid".to_owned(), uid)]);
     body.extend(snapshot);
@@ -121,7 +125,7 @@ async fn ingest(
         return Err(ApiError::validation("no events in the request"));
     }
     let total = raw.len();
-    let now = state.services.now_millis();
+    let now = state.services.events.now_millis();
     let mut rejected = Vec::new();
     let mut indexes = Vec::with_capacity(total);
     let mut events = Vec::with_capacity(total);
@@ -303,6 +307,7 @@ async fn ingest_where_owned(
 async fn ingest_here(state: &AppState, events: Vec<Event>) -> Result<Vec<Admission>, ApiError> {
     Ok(state
         .services
+        .events
         .ingest_events(events)
         .await?
         .results
@@ -347,7 +352,11 @@ pub async fn grant_claim(state: &AppState, request: ApiRequest) -> Result<HttpRe
     if claim.sid.is_empty() || claim.uid.is_empty() {
         return Err(ApiError::validation("\"sid\" and \"uid\" must not be empty"));
     }
-    let session = state.services.grant_session_claim(&claim.sid, &claim.uid).await?;
+    let session = state
+        .services
+        .events
+        .grant_session_claim(&claim.sid, &claim.uid)
+        .await?;
     ok(&json!({ "state": session }))
 }
 

@@ -62,7 +62,7 @@ pub async fn create_experiment(state: &AppState, request: ApiRequest) -> Result<
         unit: body.unit,
         arms,
     };
-    let report = state.services.create_experiment(new).await?;
+    let report = state.services.experiments.create_experiment(new).await?;
     Ok(json_response(StatusCode::CREATED, &report))
 }
 
@@ -70,7 +70,7 @@ pub async fn create_experiment(state: &AppState, request: ApiRequest) -> Result<
 /// `?scope=node`.
 pub async fn list_experiments(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let node_only = node_scope(&request)?;
-    let mut experiments = state.services.list_experiments();
+    let mut experiments = state.services.experiments.list_experiments();
     if !node_only {
         add_peer_counts(state, &request, &mut experiments).await;
     }
@@ -80,7 +80,7 @@ pub async fn list_experiments(state: &AppState, request: ApiRequest) -> Result<H
 /// `GET /v1/admin/experiments/{id}`: the cluster's counts summed unless `?scope=node`.
 pub async fn experiment(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let node_only = node_scope(&request)?;
-    let mut reports = [state.services.experiment(&request.params[0])?];
+    let mut reports = [state.services.experiments.experiment(&request.params[0])?];
     if !node_only {
         add_peer_counts(state, &request, &mut reports).await;
     }
@@ -89,7 +89,7 @@ pub async fn experiment(state: &AppState, request: ApiRequest) -> Result<HttpRes
 
 /// `POST /v1/admin/experiments/{id}/stop`.
 pub async fn stop_experiment(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    ok(&state.services.stop_experiment(&request.params[0]).await?)
+    ok(&state.services.experiments.stop_experiment(&request.params[0]).await?)
 }
 
 /// Whether `?scope=node` asks for this node's counts only (as a forwarded request

@@ -318,7 +318,7 @@ pub async fn to_claimant(state: &AppState, request: &ApiRequest, sid: &str) -> O
     if request.headers.contains_key(VIA_SESSION) {
         return None;
     }
-    let uid = match state.services.session_claimed_by(sid) {
+    let uid = match state.services.events.session_claimed_by(sid) {
         Ok(uid) => uid?,
         Err(error) => return Some(Err(error.into())),
     };

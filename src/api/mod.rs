@@ -296,7 +296,7 @@ async fn healthz(_state: &AppState, _request: ApiRequest) -> Result<HttpResponse
 
 /// `/metrics`: the node's Prometheus metrics.
 async fn metrics(state: &AppState, _request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    Ok(text_response(state.services.metrics_text()))
+    Ok(text_response(state.services.admin.metrics_text()))
 }
 
 /// `/readyz`: 200 once the node can answer every request as it should (the event log

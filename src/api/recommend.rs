@@ -22,7 +22,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         Some(body) => body,
         None => checked(request.json_value()?)?,
     };
-    let recommendation = state.services.recommend(body).await?;
+    let recommendation = state.services.ranking.recommend(body).await?;
     Ok(json_bytes_response(StatusCode::OK, response_body(recommendation)))
 }
 

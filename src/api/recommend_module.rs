@@ -1,6 +1,6 @@
 //! `POST /v1/recommend/module`: decodes the body into a [`ModulesRequest`] (422
 //! naming a missing or badly typed field by its path, 400 for an empty `modules`),
-//! ranks it with [`Services::rank_modules`] and answers the ranked modules.
+//! ranks it with [`RankingService::rank_modules`] and answers the ranked modules.
 
 use serde_json::{Map, Value};
 
@@ -14,7 +14,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         return Err(ApiError::validation("the body must be a JSON object"));
     };
     let request = parse_request(&body)?;
-    ok(&state.services.rank_modules(request).await?)
+    ok(&state.services.ranking.rank_modules(request).await?)
 }
 
 /// 422 for a missing or badly typed field (naming its path, e.g.

@@ -1,8 +1,8 @@
 //! `POST /v1/search/rerank` (also `/search/rerank`): decodes a [`RerankRequest`]
 //! (the ids, the caller's retrieval metadata, the embedded events), runs
-//! [`Services::rerank`] and answers the ids in their new order.
+//! [`SearchService::rerank`] and answers the ids in their new order.
 //!
-//! [`Services::rerank`]: crate::service::Services::rerank
+//! [`SearchService::rerank`]: crate::service::search::SearchService::rerank
 
 use std::collections::HashMap;
 
@@ -38,7 +38,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         rules: rules(&body)?,
         explain: optional_bool(&body, "explain")?.unwrap_or(false),
     };
-    let reranked = state.services.rerank(request).await?;
+    let reranked = state.services.search.rerank(request).await?;
     let items = reranked
         .iter()
         .map(|item| FoundItem {

@@ -1,7 +1,7 @@
-//! `POST /v1/search`: decodes a [`SearchRequest`], runs [`Services::search`] and
+//! `POST /v1/search`: decodes a [`SearchRequest`], runs [`SearchService::search`] and
 //! answers the items with their metadata. The response types are shared with rerank.
 //!
-//! [`Services::search`]: crate::service::Services::search
+//! [`SearchService::search`]: crate::service::search::SearchService::search
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -28,7 +28,7 @@ pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpRespons
         rules: rules(&body)?,
         explain: optional_bool(&body, "explain")?.unwrap_or(false),
     };
-    let found = state.services.search(&search).await?;
+    let found = state.services.search.search(&search).await?;
     let items: Vec<FoundItem> = found
         .iter()
         .map(|found| FoundItem {

@@ -20,6 +20,7 @@ pub async fn put_users(state: &AppState, request: ApiRequest) -> Result<HttpResp
         }
         user @ Value::Object(_) => {
             let user = services
+                .catalog
                 .upsert_users(vec![user])
                 .await?
                 .pop()
@@ -37,7 +38,7 @@ pub async fn put_users(state: &AppState, request: ApiRequest) -> Result<HttpResp
     }
     let mut stored = Vec::new();
     let mut failed = Vec::new();
-    for (index, result) in services.upsert_users(users).await?.into_iter().enumerate() {
+    for (index, result) in services.catalog.upsert_users(users).await?.into_iter().enumerate() {
         match result {
             Ok(user) => stored.push(Value::Object(user)),
             Err(error) => failed.push(row_failure(index, error)),
@@ -55,16 +56,16 @@ pub async fn put_users(state: &AppState, request: ApiRequest) -> Result<HttpResp
 
 /// `GET /v1/users/{uid}`: the stored user object itself.
 pub async fn get_user(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    ok(&state.services.get_user(&request.params[0])?)
+    ok(&state.services.catalog.get_user(&request.params[0])?)
 }
 
 /// `PATCH /v1/users/{uid}`: merge the fields sent (null removes one).
 pub async fn patch_user(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let patch = super::catalog::patch_body(&request)?;
-    ok(&state.services.patch_user(&request.params[0], patch).await?)
+    ok(&state.services.catalog.patch_user(&request.params[0], patch).await?)
 }
 
 /// `DELETE /v1/users/{uid}`: the user, their events and every trace of them.
 pub async fn delete_user(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
-    ok(&state.services.delete_user(&request.params[0]).await?)
+    ok(&state.services.forget.delete_user(&request.params[0]).await?)
 }

@@ -78,6 +78,8 @@ pub enum Lane {
 /// burst of `/embed`, search or catalog requests would start one for every request at
 /// once, on up to the blocking pool's 512 threads. With it, the extra calls wait their
 /// turn, under their request's deadline.
+/// Clones share the model and its turns.
+#[derive(Clone)]
 pub struct SharedEmbedder {
     model: Arc<dyn Embedder>,
     requests: Arc<Semaphore>,

@@ -22,14 +22,24 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::domain::api_key::ApiKey;
 use crate::embed::{Embedder, SharedEmbedder};
+use crate::engine::conversation::Conversations;
 use crate::engine::{Engine, HeldShards, Purger};
 use crate::experiments::{Experiments, FLUSH_INTERVAL};
 use crate::ranking::ModelRegistry;
 use crate::search::SearchIndex;
-use crate::service::backup::Backups;
-use crate::service::chat::{ChatService, ReplyWriter};
+use crate::service::admin::{AdminParts, AdminService};
+use crate::service::backup::{BackupService, Backups};
+use crate::service::catalog::{CatalogService, Replication};
+use crate::service::chat::{start_conversations, ChatReads, ChatService, ReplyWriter};
 use crate::service::cluster::Cluster;
+use crate::service::embed::EmbedService;
+use crate::service::events::EventService;
+use crate::service::experiments::ExperimentService;
+use crate::service::forget::ForgetService;
 use crate::service::moves::{phases_at_start, Mover};
+use crate::service::recommend::RankingService;
+use crate::service::search::SearchService;
+use crate::service::vocabulary::Vocabulary;
 use crate::service::{RankingStats, Services};
 use crate::storage::{Settings, Storage};
 use crate::stream::catalog_log::{follow_catalog_log, CatalogLog, Replica};
@@ -160,7 +170,7 @@ pub(super) struct LearningStage {
     /// The learner: stopped after the engine, which hands it every applied event.
     pub(super) training: Arc<Training>,
     /// The configured models, reading the learner's snapshots.
-    pub(super) models: ModelRegistry,
+    pub(super) models: Arc<ModelRegistry>,
     /// The configured embedder (MiniLM or the hashed one).
     pub(super) embedder: Arc<dyn Embedder>,
 }
@@ -168,7 +178,7 @@ pub(super) struct LearningStage {
 impl LearningStage {
     pub(super) async fn start(config: &Config, seat: &Seat, storage: &StorageStage) -> anyhow::Result<LearningStage> {
         let training = Training::start(storage.storage.clone(), seat.topology.shards, config.training.clone())?;
-        let models = load_models(config, &training)?;
+        let models = Arc::new(load_models(config, &training)?);
         let embedder = load_embedder(config).await?;
         Ok(LearningStage {
             training,
@@ -188,8 +198,8 @@ pub(super) struct EngineStage {
     pub(super) experiments: Arc<Experiments>,
     /// The shards this node holds (in a cluster, the mover changes them).
     pub(super) held: HeldShards,
-    /// The conversations (actors of their own) and the replies.
-    pub(super) chat: ChatService,
+    /// The conversations (actors of their own; a shard move carries them too).
+    pub(super) conversations: Arc<Conversations>,
     /// The catalog's full-text index, fed by catalog writes.
     pub(super) search: Arc<SearchIndex>,
     /// Compacts deleted users' records out of the files.
@@ -260,11 +270,7 @@ impl EngineStage {
         if let Some((_, secret)) = &storage.node_key {
             engine.set_session_claims(Arc::new(PeerClaims::new(cluster.clone(), secret)?));
         }
-        let llm: Option<Arc<dyn ReplyWriter>> = match LlmClient::from_config(&config.chat)? {
-            Some(client) => Some(Arc::new(client)),
-            None => None,
-        };
-        let chat = ChatService::start(&engine, &config.chat, llm);
+        let conversations = start_conversations(&engine, &config.chat);
         let search = open_search(config, &engine)?;
         let replayed = engine.recover().await?;
         tracing::info!(replayed, "live state recovered");
@@ -279,7 +285,7 @@ impl EngineStage {
             engine,
             experiments,
             held,
-            chat,
+            conversations,
             search,
             purger,
         })
@@ -388,7 +394,7 @@ impl ClusterStage {
                     Replica {
                         engine: engine.engine.clone(),
                         keys: storage.keys.clone(),
-                        conversations: engine.chat.conversations.clone(),
+                        conversations: engine.conversations.clone(),
                         purger: engine.purger.clone(),
                         experiments: engine.experiments.clone(),
                     },
@@ -422,57 +428,123 @@ impl ClusterStage {
     }
 }
 
-/// Stage 6: the services over everything before, and their background work (the
-/// labels' meanings, the node key's publication) spawned into `tasks`.
+/// Stage 6: the services over everything before, each given the handles it uses,
+/// and their background work (the labels' meanings, the node key's publication)
+/// spawned into `tasks`.
 #[allow(clippy::too_many_arguments)] // one argument per stage before
 pub(super) fn start_services(
     config: &Config,
-    seat: Seat,
-    storage: StorageStage,
-    learning: LearningStage,
-    engine: EngineStage,
+    seat: &Seat,
+    storage: &StorageStage,
+    learning: &LearningStage,
+    engine: &EngineStage,
     stream: StreamStage,
     cluster: ClusterStage,
     shutdown: &CancellationToken,
     tasks: &mut StageTasks,
-) -> Arc<Services> {
-    let services = Arc::new(Services {
-        engine: engine.engine,
-        keys: storage.keys,
-        training: learning.training,
-        models: learning.models,
-        search: engine.search,
-        // One model run per CPU: more at once only share the same cores.
-        embedder: SharedEmbedder::new(
-            learning.embedder,
-            std::thread::available_parallelism().map_or(1, |cpus| cpus.get()),
-        ),
-        embed_config: config.embed.clone(),
-        chat: engine.chat,
-        producer: stream.producer,
-        stream_stats: stream.stats,
-        ranking: RankingStats {
-            state_deadline_ms: config.engine.state_read_deadline_ms,
-            ..RankingStats::default()
-        },
-        cluster: seat.cluster,
-        catalog_log: cluster.catalog_log,
-        purger: engine.purger,
-        backups: Backups::new(&config.storage.backup_dir, &config.storage.data_dir),
-        experiments: engine.experiments,
-        search_priors: Default::default(),
+) -> anyhow::Result<Arc<Services>> {
+    let (models, training, index) = (&learning.models, &learning.training, &engine.search);
+    let node_engine = &engine.engine;
+    // One model run per CPU: more at once only share the same cores.
+    let embedder = SharedEmbedder::new(
+        learning.embedder.clone(),
+        std::thread::available_parallelism().map_or(1, |cpus| cpus.get()),
+    );
+    let replication = Replication::new(cluster.catalog_log);
+    let ranking_stats = Arc::new(RankingStats {
+        state_deadline_ms: config.engine.state_read_deadline_ms,
+        ..RankingStats::default()
     });
-    if services.embedder.understands_meaning() {
-        tasks.spawn("label meanings", services.clone().make_label_meanings(shutdown.clone()));
+    let embed = Arc::new(EmbedService::new(embedder.clone(), config.embed.clone()));
+    let experiments = Arc::new(ExperimentService::new(
+        engine.experiments.clone(),
+        models.clone(),
+        replication.clone(),
+    ));
+    let ranking = Arc::new(RankingService::new(
+        node_engine.clone(),
+        models.clone(),
+        training.clone(),
+        ranking_stats.clone(),
+        experiments.clone(),
+    ));
+    let words = Arc::new(Vocabulary::new(index.clone(), embedder.clone()));
+    let search = Arc::new(SearchService::new(
+        node_engine.clone(),
+        index.clone(),
+        embedder,
+        training.clone(),
+        ranking.clone(),
+        words.clone(),
+    ));
+    let llm: Option<Arc<dyn ReplyWriter>> = match LlmClient::from_config(&config.chat)? {
+        Some(client) => Some(Arc::new(client)),
+        None => None,
+    };
+    let chat = Arc::new(ChatService::new(
+        engine.conversations.clone(),
+        &config.chat,
+        llm,
+        ChatReads {
+            engine: node_engine.clone(),
+            search: search.clone(),
+            ranking: ranking.clone(),
+            words: words.clone(),
+        },
+    ));
+    let admin = Arc::new(AdminService::new(AdminParts {
+        keys: storage.keys.clone(),
+        engine: node_engine.clone(),
+        training: training.clone(),
+        stream_stats: stream.stats,
+        ranking_stats,
+        index: index.clone(),
+        chat: chat.clone(),
+        cluster: seat.cluster.clone(),
+        purger: engine.purger.clone(),
+        replication: replication.clone(),
+    }));
+    let services = Arc::new(Services {
+        catalog: Arc::new(CatalogService::new(
+            node_engine.clone(),
+            replication.clone(),
+            index.clone(),
+            embed.clone(),
+        )),
+        forget: Arc::new(ForgetService::new(
+            node_engine.clone(),
+            engine.conversations.clone(),
+            engine.purger.clone(),
+            replication.clone(),
+        )),
+        events: Arc::new(EventService::new(
+            node_engine.clone(),
+            stream.producer,
+            seat.cluster.clone(),
+        )),
+        ranking,
+        search,
+        chat,
+        embed,
+        experiments,
+        admin,
+        backups: Arc::new(BackupService::new(
+            Backups::new(&config.storage.backup_dir, &config.storage.data_dir),
+            node_engine.clone(),
+        )),
+        cluster: seat.cluster.clone(),
+    });
+    if words.understands_meaning() {
+        tasks.spawn("label meanings", words.make_label_meanings(shutdown.clone()));
     }
     if let Some((key, secret)) = &storage.node_key {
-        let (services, shutdown) = (services.clone(), shutdown.clone());
+        let (admin, shutdown) = (services.admin.clone(), shutdown.clone());
         let key = KeyStore::replicable(key, secret);
         tasks.spawn("node key publication", async move {
-            services.publish_node_key(key, shutdown).await
+            admin.publish_node_key(key, shutdown).await
         });
     }
-    services
+    Ok(services)
 }
 
 /// Stage 7: the HTTP frontend. Binds `server.bind` and spawns the accept loop into

@@ -7,21 +7,101 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{ServiceError, Services};
+use super::catalog::Replication;
+use super::chat::ChatService;
+use super::cluster::Cluster;
+use super::RankingStats;
+use super::ServiceError;
 use crate::api_keys::KeyStore;
 use crate::domain::api_key::{ApiKey, AuthFailure, NewKey};
+use crate::engine::{Engine, Purger};
+use crate::search::SearchIndex;
 use crate::stream::catalog_log::CatalogChange;
+use crate::stream::SharedStats;
 use crate::training::RetrainReport;
+use crate::training::Training;
 
-impl Services {
+/// Administration: keys, statistics and metrics, retraining.
+pub struct AdminService {
+    keys: Arc<KeyStore>,
+    engine: Arc<Engine>,
+    training: Arc<Training>,
+    /// With Kafka on: the consumer's counters.
+    stream_stats: Option<SharedStats>,
+    ranking_stats: Arc<RankingStats>,
+    index: Arc<SearchIndex>,
+    chat: Arc<ChatService>,
+    cluster: Arc<Cluster>,
+    purger: Arc<Purger>,
+    /// In a cluster, keys reach the other nodes through the catalog log.
+    replication: Replication,
+}
+
+/// The handles the admin service reads.
+pub struct AdminParts {
+    pub keys: Arc<KeyStore>,
+    pub engine: Arc<Engine>,
+    pub training: Arc<Training>,
+    pub stream_stats: Option<SharedStats>,
+    pub ranking_stats: Arc<RankingStats>,
+    pub index: Arc<SearchIndex>,
+    pub chat: Arc<ChatService>,
+    pub cluster: Arc<Cluster>,
+    pub purger: Arc<Purger>,
+    pub replication: Replication,
+}
+
+impl AdminService {
+    pub fn new(parts: AdminParts) -> AdminService {
+        let AdminParts {
+            keys,
+            engine,
+            training,
+            stream_stats,
+            ranking_stats,
+            index,
+            chat,
+            cluster,
+            purger,
+            replication,
+        } = parts;
+        AdminService {
+            keys,
+            engine,
+            training,
+            stream_stats,
+            ranking_stats,
+            index,
+            chat,
+            cluster,
+            purger,
+            replication,
+        }
+    }
+
+    /// The cluster's topology and counters, with the catalog log's.
+    pub fn cluster_stats(&self) -> Value {
+        let mut stats = self.cluster.to_json();
+        if self.cluster.is_multi_node() {
+            stats["session_claims"] = self.engine.claim_stats();
+        }
+        if let Some(replication) = self.replication.stats_json() {
+            stats["replication"] = replication;
+        }
+        stats
+    }
+}
+
+impl AdminService {
     /// Creates a key; answers it with its secret (shown only here).
     pub async fn create_key(&self, new: NewKey) -> Result<(Arc<ApiKey>, String), ServiceError> {
         let keys = self.keys.clone();
         let (key, secret) = blocking(move || keys.create(new)).await??;
-        self.replicate(vec![CatalogChange::PutKey {
-            key: KeyStore::replicable(&key, &secret),
-        }])
-        .await?;
+        self.replication
+            .replicate(vec![CatalogChange::PutKey {
+                key: KeyStore::replicable(&key, &secret),
+            }])
+            .await?;
         Ok((key, secret))
     }
 
@@ -29,7 +109,11 @@ impl Services {
     /// its calls; retried until the catalog log takes it or the node stops.
     pub async fn publish_node_key(&self, key: ApiKey, shutdown: CancellationToken) {
         loop {
-            match self.replicate(vec![CatalogChange::PutKey { key: key.clone() }]).await {
+            match self
+                .replication
+                .replicate(vec![CatalogChange::PutKey { key: key.clone() }])
+                .await
+            {
                 Ok(()) => return,
                 Err(error) => {
                     tracing::warn!(%error, "publishing this node's key failed; retrying in 5 s");
@@ -60,7 +144,8 @@ impl Services {
         if !blocking(move || keys.revoke(&owned)).await?? {
             return Err(ServiceError::NotFound(format!("API key {id:?}")));
         }
-        self.replicate(vec![CatalogChange::RevokeKey { id: id.to_owned() }])
+        self.replication
+            .replicate(vec![CatalogChange::RevokeKey { id: id.to_owned() }])
             .await
     }
 
@@ -84,9 +169,9 @@ impl Services {
             "tuning": trained.tuning,
         });
         let ranking = json!({
-            "state_read_deadline_ms": self.ranking.state_deadline_ms,
-            "state_read_timeouts": self.ranking.state_timeouts.load(Ordering::Relaxed),
-            "state_read_errors": self.ranking.state_errors.load(Ordering::Relaxed),
+            "state_read_deadline_ms": self.ranking_stats.state_deadline_ms,
+            "state_read_timeouts": self.ranking_stats.state_timeouts.load(Ordering::Relaxed),
+            "state_read_errors": self.ranking_stats.state_errors.load(Ordering::Relaxed),
         });
         json!({
             "kafka": stream,
@@ -112,7 +197,7 @@ impl Services {
         }
         let trained = self.training.latest();
         crate::metrics::models(trained.events, trained.items.len(), self.training.heap_bytes(&trained));
-        crate::metrics::search_index(self.search.lag(), self.search.documents());
+        crate::metrics::search_index(self.index.lag(), self.index.documents());
         crate::metrics::render()
     }
 

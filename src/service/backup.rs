@@ -13,8 +13,9 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::{ServiceError, Services};
+use super::ServiceError;
 use crate::domain::backup::BackupInfo;
+use crate::engine::Engine;
 use crate::engine::{list_backups, BackupFailure};
 
 /// What a restore does without the search index.
@@ -80,7 +81,19 @@ impl Drop for Slot<'_> {
     }
 }
 
-impl Services {
+/// Backups of the running node.
+pub struct BackupService {
+    backups: Backups,
+    engine: Arc<Engine>,
+}
+
+impl BackupService {
+    pub fn new(backups: Backups, engine: Arc<Engine>) -> BackupService {
+        BackupService { backups, engine }
+    }
+}
+
+impl BackupService {
     /// Takes a backup into the configured directory and answers when it is complete.
     /// 409 while another runs; 422 when the directory cannot hold one.
     pub async fn backup(&self) -> Result<BackupReport, ServiceError> {

@@ -6,16 +6,89 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::{ServiceError, Services};
+use super::embed::EmbedService;
+use super::ServiceError;
 use crate::domain::catalog::{FieldType, Relation, TableRecord};
 use crate::engine::catalog::{RowKind, USERS_TABLE};
+use crate::engine::Engine;
 use crate::engine::Remap;
+use crate::search::SearchIndex;
 use crate::stream::catalog_log::CatalogChange;
+use crate::stream::catalog_log::CatalogLog;
 
 /// A stored row (item or user) as the catalog keeps it.
 pub type Row = Map<String, Value>;
 
-impl Services {
+/// Catalog and users: tables, items (embedded at ingest), users, deletes, field
+/// remaps.
+pub struct CatalogService {
+    /// The catalog shards and the live state a user deletion clears.
+    engine: Arc<Engine>,
+    /// In a cluster, catalog writes reach the other nodes through the catalog log.
+    replication: Replication,
+    /// Counts a table's searchable items.
+    index: Arc<SearchIndex>,
+    /// Embeds items' text and images at ingest.
+    embed: Arc<EmbedService>,
+}
+
+impl CatalogService {
+    pub fn new(
+        engine: Arc<Engine>,
+        replication: Replication,
+        index: Arc<SearchIndex>,
+        embed: Arc<EmbedService>,
+    ) -> CatalogService {
+        CatalogService {
+            engine,
+            replication,
+            index,
+            embed,
+        }
+    }
+}
+
+/// In a cluster, where this node's catalog, user, key and experiment writes go for
+/// the others (the catalog log); on one node, nowhere.
+#[derive(Clone)]
+pub struct Replication {
+    log: Option<Arc<CatalogLog>>,
+}
+
+impl Replication {
+    pub fn new(log: Option<CatalogLog>) -> Replication {
+        Replication { log: log.map(Arc::new) }
+    }
+
+    /// In a cluster: produces writes this node applied to the catalog log, for the
+    /// other nodes, and waits for the broker's acknowledgement. Without it the write
+    /// is not acknowledged to the client (503; retrying it is harmless).
+    pub(super) async fn replicate(&self, changes: Vec<CatalogChange>) -> Result<(), ServiceError> {
+        let Some(log) = &self.log else {
+            return Ok(());
+        };
+        if changes.is_empty() {
+            return Ok(());
+        }
+        log.publish(&changes).await.map_err(|error| {
+            ServiceError::Unavailable(format!(
+                "the write is stored on this node but could not be handed to the others ({error}); retry it"
+            ))
+        })
+    }
+
+    /// Whether writes are replicated (in a cluster).
+    pub fn is_on(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// The catalog log's counters, in a cluster.
+    pub fn stats_json(&self) -> Option<Value> {
+        self.log.as_ref().map(|log| log.stats.to_json())
+    }
+}
+
+impl CatalogService {
     /// Creates or updates a table.
     pub async fn put_table(
         &self,
@@ -29,7 +102,7 @@ impl Services {
             relations: relations.clone(),
         };
         let table = self.engine.put_table(name, description, relations).await?;
-        self.replicate(vec![change]).await?;
+        self.replication.replicate(vec![change]).await?;
         Ok(table)
     }
 
@@ -52,7 +125,7 @@ impl Services {
                         .await
                         .map_err(|error| ServiceError::Internal(error.to_string()))??
                 }
-                name => self.search.count_in_table(name)?,
+                name => self.index.count_in_table(name)?,
             };
             let mut view = serde_json::to_value(&*table).map_err(|error| ServiceError::Internal(error.to_string()))?;
             view["rows"] = json!(rows);
@@ -64,7 +137,8 @@ impl Services {
     /// Deletes a table's record and its rows on every shard.
     pub async fn delete_table(&self, name: &str) -> Result<(), ServiceError> {
         self.engine.delete_table(name).await?;
-        self.replicate(vec![CatalogChange::DeleteTable { name: name.to_owned() }])
+        self.replication
+            .replicate(vec![CatalogChange::DeleteTable { name: name.to_owned() }])
             .await
     }
 
@@ -88,7 +162,7 @@ impl Services {
                 field: field.to_owned(),
                 to,
             };
-            self.replicate(vec![change]).await?;
+            self.replication.replicate(vec![change]).await?;
         }
         Ok(remap)
     }
@@ -98,7 +172,7 @@ impl Services {
     /// others. Items without a vector get one first when ingest-time embedding is on
     /// (a failure of the model fails the whole request: nothing was stored).
     pub async fn upsert_items(&self, mut rows: Vec<Value>) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
-        self.embed_items(&mut rows).await?;
+        self.embed.embed_items(&mut rows).await?;
         self.upsert_rows(RowKind::Item, rows).await
     }
 
@@ -109,7 +183,7 @@ impl Services {
         kind: RowKind,
         rows: Vec<Value>,
     ) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
-        let sent = self.catalog_log.is_some().then(|| rows.clone());
+        let sent = self.replication.is_on().then(|| rows.clone());
         let results: Vec<Result<Row, ServiceError>> = self
             .engine
             .upsert_rows(kind, rows)
@@ -123,7 +197,7 @@ impl Services {
                 .zip(&results)
                 .filter_map(|(row, result)| Some(replicated_row(kind, row, result.as_ref().ok()?)))
                 .collect();
-            self.replicate(changes).await?;
+            self.replication.replicate(changes).await?;
         }
         Ok(results)
     }
@@ -148,9 +222,9 @@ impl Services {
         patch: Map<String, Value>,
     ) -> Result<Row, ServiceError> {
         let stored = self.engine.patch_row(kind, table, id, patch).await?;
-        if self.catalog_log.is_some() {
+        if self.replication.is_on() {
             let change = replicated_row(kind, Value::Object(stored.clone()), &stored);
-            self.replicate(vec![change]).await?;
+            self.replication.replicate(vec![change]).await?;
         }
         Ok(stored)
     }
@@ -168,7 +242,7 @@ impl Services {
             id: id.to_owned(),
             purge,
         };
-        self.replicate(vec![change]).await
+        self.replication.replicate(vec![change]).await
     }
 
     /// Upserts users, in request order, one result each. A user's `created_at` is
@@ -186,23 +260,6 @@ impl Services {
     /// A user's stored row.
     pub fn get_user(&self, uid: &str) -> Result<Row, ServiceError> {
         Ok(self.engine.get_user(uid)?)
-    }
-
-    /// In a cluster: produces writes this node applied to the catalog log, for the
-    /// other nodes, and waits for the broker's acknowledgement. Without it the write
-    /// is not acknowledged to the client (503; retrying it is harmless).
-    pub(super) async fn replicate(&self, changes: Vec<CatalogChange>) -> Result<(), ServiceError> {
-        let Some(log) = &self.catalog_log else {
-            return Ok(());
-        };
-        if changes.is_empty() {
-            return Ok(());
-        }
-        log.publish(&changes).await.map_err(|error| {
-            ServiceError::Unavailable(format!(
-                "the write is stored on this node but could not be handed to the others ({error}); retry it"
-            ))
-        })
     }
 }
 

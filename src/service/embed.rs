@@ -4,8 +4,10 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{ServiceError, Services};
+use super::ServiceError;
+use crate::config::EmbedConfig;
 use crate::embed::Lane;
+use crate::embed::SharedEmbedder;
 
 /// What to embed: a text, and an image's bytes (already fetched or decoded).
 #[derive(Debug, Clone)]
@@ -25,7 +27,25 @@ pub struct Embedding {
     pub image_embedding: Option<Vec<f32>>,
 }
 
-impl Services {
+/// Text and image vectors, for `/embed` and for items at ingest.
+pub struct EmbedService {
+    embedder: SharedEmbedder,
+    /// `/embed` limits and ingest-time embedding settings.
+    config: EmbedConfig,
+}
+
+impl EmbedService {
+    pub fn new(embedder: SharedEmbedder, config: EmbedConfig) -> EmbedService {
+        EmbedService { embedder, config }
+    }
+
+    /// `/embed` limits and ingest-time embedding settings.
+    pub fn config(&self) -> &EmbedConfig {
+        &self.config
+    }
+}
+
+impl EmbedService {
     /// The request's text vector, and its image's when it has one, in the request lane.
     pub async fn embed(&self, request: EmbedRequest) -> Result<Embedding, ServiceError> {
         let EmbedRequest { text, image } = request;
@@ -47,13 +67,13 @@ impl Services {
     }
 }
 
-impl Services {
+impl EmbedService {
     /// With `embed.embed_items_at_ingest` on: gives every item object that has no
     /// `embeddings` (nor `embedding`) field one, computed from its text fields in one
     /// batch off the async workers. Rows that are not objects or have no text are left
     /// as they are (the catalog reports what is wrong with them).
     pub(super) async fn embed_items(&self, rows: &mut [Value]) -> Result<(), ServiceError> {
-        let config = &self.embed_config;
+        let config = &self.config;
         if !config.embed_items_at_ingest {
             return Ok(());
         }

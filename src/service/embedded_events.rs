@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::Services;
+use super::recommend::RankingService;
 use crate::domain::live_state::InteractionKind;
 use crate::domain::recent::Interaction;
 use crate::domain::{LiveStateId, Signals};
@@ -22,7 +22,7 @@ pub struct EmbeddedEvent {
     pub description: Option<String>,
 }
 
-impl Services {
+impl RankingService {
     /// Folds a request's embedded events into its context ([`apply_to_context`]),
     /// decayed with the sessions' half-life.
     pub fn apply_embedded_events(&self, context: &mut RankContext, events: &[EmbeddedEvent]) {

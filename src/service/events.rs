@@ -4,10 +4,15 @@
 use serde_json::{json, Map, Value};
 
 use super::cluster::KeyHome;
-use super::{ServiceError, Services};
+use super::ServiceError;
 use crate::domain::event::Event;
 use crate::domain::live_state::LiveState;
 use crate::domain::LiveStateId;
+use std::sync::Arc;
+
+use super::cluster::Cluster;
+use crate::engine::Engine;
+use crate::stream::EventProducer;
 
 /// What ingest made of each event, in request order.
 #[derive(Debug)]
@@ -17,7 +22,32 @@ pub struct Ingested {
     pub results: Vec<Result<bool, ServiceError>>,
 }
 
-impl Services {
+/// Events: ingest (through Kafka when it is on), the log by id, live-state
+/// snapshots, session claims.
+pub struct EventService {
+    engine: Arc<Engine>,
+    /// With Kafka on: REST events are produced here before they are accepted.
+    producer: Option<EventProducer>,
+    /// Where a session's key lives, for claims.
+    cluster: Arc<Cluster>,
+}
+
+impl EventService {
+    pub fn new(engine: Arc<Engine>, producer: Option<EventProducer>, cluster: Arc<Cluster>) -> EventService {
+        EventService {
+            engine,
+            producer,
+            cluster,
+        }
+    }
+
+    /// The node's clock, in unix ms: the time an event without one is given.
+    pub fn now_millis(&self) -> i64 {
+        self.engine.now_millis()
+    }
+}
+
+impl EventService {
     /// Accepts decoded events: each is durable and applied to its live state when
     /// this returns `Ok` for it. With Kafka on, the batch is produced to the REST
     /// topic first (a failure there fails the whole call: nothing was accepted).

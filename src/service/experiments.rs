@@ -2,18 +2,46 @@
 //! admin API; and, for the ranking paths, the arm a request naming an experiment as
 //! its `model_id` gets and the counting of what that arm served.
 //!
-//! A ranking path resolves the `model_id` with [`Services::experiment_arm`] first;
+//! A ranking path resolves the `model_id` with [`ExperimentService::experiment_arm`] first;
 //! when it names an experiment, it ranks with the arm's model, answers the
-//! assignment's [`Assignment::rec_id`], and calls [`Services::count_served`] with the
+//! assignment's [`Assignment::rec_id`], and calls [`ExperimentService::count_served`] with the
 //! items it returned. Outcome events carrying that `rec_id` are counted for the arm
 //! as they are applied (the engine's outcome observer), wherever they arrive.
 
-use super::{ServiceError, Services};
+use super::catalog::Replication;
+use super::ServiceError;
 use crate::domain::experiment::{ExperimentReport, NewExperiment};
 use crate::experiments::Assignment;
 use crate::stream::catalog_log::CatalogChange;
+use std::sync::Arc;
 
-impl Services {
+use crate::experiments::Experiments;
+use crate::ranking::ModelRegistry;
+
+/// A/B experiments: create, stop, figures; the arm of a request.
+pub struct ExperimentService {
+    experiments: Arc<Experiments>,
+    /// An experiment's arms must name configured models.
+    models: Arc<ModelRegistry>,
+    /// In a cluster, experiments reach the other nodes through the catalog log.
+    replication: Replication,
+}
+
+impl ExperimentService {
+    pub fn new(
+        experiments: Arc<Experiments>,
+        models: Arc<ModelRegistry>,
+        replication: Replication,
+    ) -> ExperimentService {
+        ExperimentService {
+            experiments,
+            models,
+            replication,
+        }
+    }
+}
+
+impl ExperimentService {
     /// Creates an experiment: validated (arms must name configured models), stored,
     /// and handed to the other nodes in a cluster; its report, running.
     pub async fn create_experiment(&self, new: NewExperiment) -> Result<ExperimentReport, ServiceError> {
@@ -21,7 +49,8 @@ impl Services {
         let models: Vec<String> = self.models.ids().into_iter().map(str::to_owned).collect();
         let is_model = move |id: &str| models.iter().any(|model| model == id);
         let (stored, report) = blocking(move || experiments.create(new, is_model)).await??;
-        self.replicate(vec![CatalogChange::PutExperiment { experiment: stored }])
+        self.replication
+            .replicate(vec![CatalogChange::PutExperiment { experiment: stored }])
             .await?;
         Ok(report)
     }
@@ -32,11 +61,12 @@ impl Services {
         let (experiments, owned) = (self.experiments.clone(), id.to_owned());
         let (stored, report) = blocking(move || experiments.stop(&owned)).await??;
         let stopped_at = stored.stopped_at.expect("a stopped experiment has its stop time");
-        self.replicate(vec![CatalogChange::StopExperiment {
-            id: id.to_owned(),
-            stopped_at,
-        }])
-        .await?;
+        self.replication
+            .replicate(vec![CatalogChange::StopExperiment {
+                id: id.to_owned(),
+                stopped_at,
+            }])
+            .await?;
         Ok(report)
     }
 
@@ -53,7 +83,7 @@ impl Services {
     /// Some when `model_id` names an experiment: the arm for this unit (the request's
     /// user, else session, for unit `user`; the other way round for `session`). Once
     /// the experiment stopped, or for a request with neither id: the control arm, not
-    /// counted. `None` for any other `model_id` (resolve it with [`Services::model`]).
+    /// counted. `None` for any other `model_id` (resolve it with [`RankingService::model`]).
     pub fn experiment_arm(
         &self,
         model_id: &str,

@@ -8,9 +8,14 @@
 use serde::Serialize;
 use serde_json::json;
 
-use super::{ServiceError, Services};
+use std::sync::Arc;
+
+use super::catalog::Replication;
+use super::ServiceError;
 use crate::engine::catalog::CatalogError;
+use crate::engine::conversation::Conversations;
 use crate::engine::UserRemoval;
+use crate::engine::{Engine, Purger};
 use crate::stream::catalog_log::CatalogChange;
 
 /// What a user's deletion removed (the 200 answer).
@@ -34,30 +39,56 @@ pub struct Removed {
     pub conversations: usize,
 }
 
-impl Services {
+/// Forgetting a user: their records, sessions and conversations removed here and on
+/// the other nodes, and purged from the files.
+pub struct ForgetService {
+    engine: Arc<Engine>,
+    conversations: Arc<Conversations>,
+    purger: Arc<Purger>,
+    /// In a cluster, the deletion reaches the other nodes through the catalog log.
+    replication: Replication,
+}
+
+impl ForgetService {
+    pub fn new(
+        engine: Arc<Engine>,
+        conversations: Arc<Conversations>,
+        purger: Arc<Purger>,
+        replication: Replication,
+    ) -> ForgetService {
+        ForgetService {
+            engine,
+            conversations,
+            purger,
+            replication,
+        }
+    }
+}
+
+impl ForgetService {
     /// Deletes a user and everything stored about them and their sessions on this
     /// node, hands the deletion to the other nodes, and schedules the purge. Any
     /// part that could not be removed fails the call (a retry finds the rest).
     pub async fn delete_user(&self, uid: &str) -> Result<UserDeletion, ServiceError> {
         let records = self.engine.delete_user(uid, &[]).await?;
         let conversations = self
-            .chat
             .conversations
             .forget(uid, &records.sessions)
             .await
             .map_err(|error| ServiceError::Unavailable(format!("conversations were not all removed: {error}")))?;
         self.purger.schedule(&records.shards).map_err(CatalogError::from)?;
-        self.replicate(vec![CatalogChange::DeleteUser {
-            uid: uid.to_owned(),
-            sessions: records.sessions.clone(),
-        }])
-        .await?;
+        self.replication
+            .replicate(vec![CatalogChange::DeleteUser {
+                uid: uid.to_owned(),
+                sessions: records.sessions.clone(),
+            }])
+            .await?;
         Ok(UserDeletion {
             uid: uid.to_owned(),
             deleted: true,
             events_removed: records.events + records.anonymous_events,
             removed: Removed { records, conversations },
-            purge_due_at: self.now_millis() + self.purger.delay_ms(),
+            purge_due_at: self.engine.now_millis() + self.purger.delay_ms(),
         })
     }
 

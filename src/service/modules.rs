@@ -7,8 +7,9 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::recommend::RankingService;
 use super::recommend::{leaves_out_deleted, rule_stack, ExperimentArm, Profile};
-use super::{ServiceError, Services};
+use super::ServiceError;
 use crate::domain::candidate::Candidate;
 use crate::domain::rules::{Diversity, Rules};
 use crate::ranking::modules::{module_score, place, Adjustment, Displacement, Pinned};
@@ -57,7 +58,7 @@ pub struct ItemSpec {
     pub fixed_position: Option<usize>,
 }
 
-impl Services {
+impl RankingService {
     /// Ranks the modules and the items inside them, places the pins, and records
     /// the items shown under a new `rec_id`.
     /// An `item_model_id` naming an experiment ranks the items with the arm's model.

@@ -10,12 +10,16 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{ServiceError, Services};
+use super::experiments::ExperimentService;
+use super::{RankingStats, ServiceError};
 use crate::domain::candidate::{Candidate, Explanation};
 use crate::domain::rules::{Rules, VIRTUAL_FIELDS};
 use crate::domain::{ItemFeatures, LiveStateId, Signals};
+use crate::engine::Engine;
 use crate::experiments::Assignment;
+use crate::ranking::ModelRegistry;
 use crate::ranking::{affinity_by_attribute, explain_affinity, rank, Model, RankContext, Ranked, ShownRecord};
+use crate::training::Training;
 
 /// Recent items whose embeddings make the profile vector.
 const PROFILE_ITEMS: usize = 10;
@@ -84,9 +88,54 @@ impl From<Assignment> for ExperimentArm {
     }
 }
 
-impl Services {
+/// Ranking: recommend and modules, with the models, the live state and the
+/// experiments' arms.
+pub struct RankingService {
+    /// Live state, item features and the catalog's rows.
+    pub(super) engine: Arc<Engine>,
+    pub(super) models: Arc<ModelRegistry>,
+    /// Where shown rankings are recorded for learning.
+    pub(super) training: Arc<Training>,
+    /// How live-state reads on the ranking path fare.
+    pub(super) stats: Arc<RankingStats>,
+    /// A request for an experiment's id ranks with its arm's model.
+    experiments: Arc<ExperimentService>,
+}
+
+impl RankingService {
+    pub fn new(
+        engine: Arc<Engine>,
+        models: Arc<ModelRegistry>,
+        training: Arc<Training>,
+        stats: Arc<RankingStats>,
+        experiments: Arc<ExperimentService>,
+    ) -> RankingService {
+        RankingService {
+            engine,
+            models,
+            training,
+            stats,
+            experiments,
+        }
+    }
+
+    /// A configured model, or [`ServiceError::UnknownModel`] (also for an experiment's
+    /// id: resolve it first with [`ExperimentService::experiment_arm`]).
+    pub fn model(&self, model_id: &str) -> Result<Arc<dyn Model>, ServiceError> {
+        self.models
+            .get(model_id)
+            .ok_or_else(|| ServiceError::UnknownModel(model_id.to_owned()))
+    }
+
+    /// The ids of the configured models.
+    pub fn model_ids(&self) -> Vec<&str> {
+        self.models.ids()
+    }
+}
+
+impl RankingService {
     /// Ranks the request's candidates, best first, and records the ranking.
-    /// A `model_id` naming an experiment ranks with the arm's model (see [`Services::arm`]).
+    /// A `model_id` naming an experiment ranks with the arm's model (see [`RankingService::arm`]).
     pub async fn recommend(&self, request: RecommendRequest) -> Result<Recommendation, ServiceError> {
         let (model_id, assignment) = self.arm(request.model_id, &request.user_id, &request.session_id);
         let model = self.model(&model_id)?;
@@ -132,7 +181,10 @@ impl Services {
         user_id: &Option<String>,
         session_id: &Option<String>,
     ) -> (String, Option<Assignment>) {
-        match self.experiment_arm(&model_id, user_id.as_deref(), session_id.as_deref()) {
+        match self
+            .experiments
+            .experiment_arm(&model_id, user_id.as_deref(), session_id.as_deref())
+        {
             Some(assignment) => (assignment.model_id.clone(), Some(assignment)),
             None => (model_id, None),
         }
@@ -143,7 +195,7 @@ impl Services {
     pub fn served(&self, assignment: Option<&Assignment>, shown: usize) -> String {
         match assignment {
             Some(assignment) => {
-                self.count_served(assignment, shown);
+                self.experiments.count_served(assignment, shown);
                 assignment.rec_id()
             }
             None => new_rec_id(),
@@ -166,7 +218,7 @@ impl Services {
         Ok(self.models.rules(model_id))
     }
 
-    /// Whether every field `rules` name exists (see [`Services::rules`]).
+    /// Whether every field `rules` name exists (see [`RankingService::rules`]).
     pub fn check_rules(&self, rules: &Rules, candidates: &[Candidate]) -> Result<(), ServiceError> {
         {
             let items = self.engine.items();
@@ -202,16 +254,16 @@ impl Services {
         let now = self.engine.now_millis();
         let read = |key: Option<LiveStateId>| async move {
             let key = key?;
-            let deadline = Duration::from_millis(self.ranking.state_deadline_ms);
+            let deadline = Duration::from_millis(self.stats.state_deadline_ms);
             match tokio::time::timeout(deadline, self.engine.signals(key.clone())).await {
                 Ok(Ok(signals)) => signals,
                 Ok(Err(error)) => {
                     tracing::warn!(%error, key = key.id(), "live state unreadable; ranking without it");
-                    self.ranking.state_errors.fetch_add(1, Ordering::Relaxed);
+                    self.stats.state_errors.fetch_add(1, Ordering::Relaxed);
                     None
                 }
                 Err(_) => {
-                    self.ranking.state_timeouts.fetch_add(1, Ordering::Relaxed);
+                    self.stats.state_timeouts.fetch_add(1, Ordering::Relaxed);
                     None
                 }
             }
@@ -299,7 +351,7 @@ impl Services {
     }
 }
 
-/// Whether [`Services::rank_context`] makes the profile embedding: a read of each of
+/// Whether [`RankingService::rank_context`] makes the profile embedding: a read of each of
 /// the latest items visited, for a feature that only compares it with candidates'
 /// embeddings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! cover it best, blended with the session's and user's live state and the request's
 //! embedded events.
 //!
-//! The pipeline ([`Services::search`], shared with chat): the best matches by coverage
+//! The pipeline ([`SearchService::search`], shared with chat): the best matches by coverage
 //! and prior (a pool of max(4 × limit, `search.candidate_pool`), four times wider when
 //! rules or the reading filter) → the ranking features of each (co-visitation with the
 //! session's items, affinity to their attributes, popularity, embedding, availability;
@@ -13,7 +13,7 @@
 //! `search.bm25_only`, plain BM25 with typo tolerance instead (the relevance suite's
 //! baseline).
 //!
-//! Rerank ([`Services::rerank`]) re-orders the caller's
+//! Rerank ([`SearchService::rerank`]) re-orders the caller's
 //! `item_ids` for a query. Each id's score = `rerank_text_weight` × its text score
 //! for the query (scaled by the best) + `rerank_model_weight` × the named model's
 //! score with the session's and user's live state, the embedded events and
@@ -29,19 +29,24 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::embedded_events::EmbeddedEvent;
+use super::recommend::RankingService;
 use super::recommend::{leaves_out_deleted, rule_stack, Profile};
-use super::search_reading::Reading;
-use super::{ServiceError, Services};
+use super::search_reading::{PriorsCache, Reading};
+use super::vocabulary::Vocabulary;
+use super::ServiceError;
 use crate::config::SearchConfig;
 use crate::domain::candidate::{Candidate, Explanation};
 use crate::domain::rules::Rules;
 use crate::embed::Lane;
+use crate::embed::SharedEmbedder;
 use crate::engine::catalog::ItemReader;
+use crate::engine::Engine;
 use crate::ranking::rules;
 use crate::ranking::{
     affinity_by_attribute, explain_affinity, feature_vectors, Feature, FeatureVector, Placed, RankContext, FEATURES,
 };
-use crate::search::{TextHit, Wanted};
+use crate::search::{SearchIndex, TextHit, Wanted};
+use crate::training::Training;
 
 /// How many times wider the pool of text matches is when rules filter it.
 const FILTERED_POOL: usize = 4;
@@ -125,17 +130,61 @@ pub struct Reranked {
     pub explanation: Option<Explanation>,
 }
 
-impl Services {
+/// Personalized full-text search and rerank.
+pub struct SearchService {
+    /// Live state and the catalog's rows.
+    pub(super) engine: Arc<Engine>,
+    /// The catalog's full-text index.
+    pub(super) index: Arc<SearchIndex>,
+    /// Query vectors, and words read by meaning.
+    pub(super) embedder: SharedEmbedder,
+    /// The models the priors are made from.
+    pub(super) training: Arc<Training>,
+    /// Each item's prior, made from the models now and then.
+    pub(super) priors: PriorsCache,
+    /// Candidates are ranked as recommend ranks them.
+    pub(super) ranking: Arc<RankingService>,
+    /// The catalog's labels, which a query is read against.
+    pub(super) words: Arc<Vocabulary>,
+}
+
+impl SearchService {
+    pub fn new(
+        engine: Arc<Engine>,
+        index: Arc<SearchIndex>,
+        embedder: SharedEmbedder,
+        training: Arc<Training>,
+        ranking: Arc<RankingService>,
+        words: Arc<Vocabulary>,
+    ) -> SearchService {
+        SearchService {
+            engine,
+            index,
+            embedder,
+            training,
+            priors: PriorsCache::default(),
+            ranking,
+            words,
+        }
+    }
+
+    /// Whether the index has read the whole catalog (`/readyz`).
+    pub fn is_loaded(&self) -> bool {
+        self.index.is_loaded()
+    }
+}
+
+impl SearchService {
     /// The search pipeline (see the module documentation), best first, at most
     /// `request.limit` items, none soft-deleted.
     pub async fn search(&self, request: &SearchRequest) -> Result<Vec<Found>, ServiceError> {
         if let Some(rules) = &request.rules {
-            self.check_rules(rules, &[])?;
+            self.ranking.check_rules(rules, &[])?;
         }
         if request.limit == 0 {
             return Ok(Vec::new());
         }
-        let config = self.search.config();
+        let config = self.index.config();
         // Plain BM25 (the relevance suite's baseline) reads nothing into the query.
         let reading = match config.bm25_only {
             true => None,
@@ -160,17 +209,18 @@ impl Services {
         }
         let mut context = match reading {
             Some(_) => {
-                self.rank_context(
-                    request.user_id.clone(),
-                    request.session_id.clone(),
-                    Map::new(),
-                    Profile::Made,
-                )
-                .await
+                self.ranking
+                    .rank_context(
+                        request.user_id.clone(),
+                        request.session_id.clone(),
+                        Map::new(),
+                        Profile::Made,
+                    )
+                    .await
             }
             None => RankContext::default(),
         };
-        self.apply_embedded_events(&mut context, &request.events);
+        self.ranking.apply_embedded_events(&mut context, &request.events);
         let items = self.engine.items();
         let candidates = hits
             .iter()
@@ -261,7 +311,7 @@ impl Services {
     /// searched off the async workers.
     async fn find(&self, wanted: &Wanted, limit: usize, tables: &[String]) -> Result<Vec<TextHit>, ServiceError> {
         let priors = self.search_priors();
-        let index = Arc::clone(&self.search);
+        let index = Arc::clone(&self.index);
         let prior_weight = index.config().prior_weight;
         // A question asked lately is answered here, without the hop to a blocking thread.
         if let Some(kept) = index.find_kept(wanted, limit, tables, &priors, prior_weight) {
@@ -281,7 +331,7 @@ impl Services {
         limit: usize,
         tables: &[String],
     ) -> Result<Vec<TextHit>, ServiceError> {
-        let index = Arc::clone(&self.search);
+        let index = Arc::clone(&self.index);
         let (query, tables) = (query.to_owned(), tables.to_vec());
         tokio::task::spawn_blocking(move || index.text_search_in(&query, limit, &tables))
             .await
@@ -430,7 +480,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
-impl Services {
+impl SearchService {
     /// Re-orders the caller's ids for a query (see the module documentation).
     pub async fn rerank(&self, request: RerankRequest) -> Result<Vec<Reranked>, ServiceError> {
         let RerankRequest {
@@ -447,7 +497,7 @@ impl Services {
             rules: request_rules,
             explain,
         } = request;
-        let model = self.model(&model_id)?;
+        let model = self.ranking.model(&model_id)?;
         let mut ids = ids;
         if leaves_out_deleted(model.as_ref(), include_deleted) {
             let items = self.engine.items();
@@ -461,9 +511,10 @@ impl Services {
         }
         let text = self.text_scores(&query, &ids).await?;
         let mut context = self
+            .ranking
             .rank_context(user_id, session_id, search_context, Profile::Made)
             .await;
-        self.apply_embedded_events(&mut context, &events);
+        self.ranking.apply_embedded_events(&mut context, &events);
         let items = self.engine.items();
         let candidates = ids
             .iter()
@@ -475,11 +526,11 @@ impl Services {
                 })
             })
             .collect::<Result<Vec<Candidate>, ServiceError>>()?;
-        let model_rules = self.rules(&model_id, request_rules.as_ref(), &[])?;
+        let model_rules = self.ranking.rules(&model_id, request_rules.as_ref(), &[])?;
         let stack = rule_stack(&model_rules, request_rules.as_ref());
         let model_scores = model.score(&context, &candidates)?;
         let known: Vec<bool> = candidates.iter().map(|c| c.features.is_some()).collect();
-        let config = self.search.config();
+        let config = self.index.config();
         let text_part = scaled_by_best(
             &ids.iter()
                 .map(|id| text.get(id).copied().unwrap_or(0.0))
@@ -513,7 +564,7 @@ impl Services {
 
     /// The text score of each id, searched off the async workers.
     async fn text_scores(&self, query: &str, ids: &[String]) -> Result<HashMap<String, f32>, ServiceError> {
-        let index = Arc::clone(&self.search);
+        let index = Arc::clone(&self.index);
         let (query, ids) = (query.to_owned(), ids.to_vec());
         tokio::task::spawn_blocking(move || index.score_ids(&query, &ids))
             .await

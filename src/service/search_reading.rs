@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 
-use super::Services;
+use super::search::SearchService;
 use crate::chat::constraints::{extract, Audience, Constraints, Extracted, LastAnswer, Scale};
 use crate::chat::dictionary::{EntryKind, LabelDictionary};
 use crate::chat::filter::{failed_checks, Applicable};
@@ -76,10 +76,10 @@ struct MadePriors {
     remaking: bool,
 }
 
-impl Services {
+impl SearchService {
     /// Reads `query` as chat reads a message (see the module documentation).
     pub(super) async fn read_query(&self, query: &str) -> Reading {
-        let dictionary = self.chat_dictionary();
+        let dictionary = self.words.dictionary();
         let mut extracted = extract(query, &dictionary);
         self.read_unknown_by_meaning(&mut extracted, &dictionary).await;
         let mut read = Constraints::default();
@@ -90,12 +90,12 @@ impl Services {
             Some(Audience::Kids) => lowered(dictionary.children_groups()),
             _ => Vec::new(),
         };
-        let typed = self.search.tokens(query);
-        let typed_stems: Vec<Vec<String>> = typed.iter().map(|token| self.search.stems(&token.text)).collect();
+        let typed = self.index.tokens(query);
+        let typed_stems: Vec<Vec<String>> = typed.iter().map(|token| self.index.stems(&token.text)).collect();
         // Audience words are title words too ("The Karate Kid", "Child's Play", "Family
         // Guy"): a query of two words or more that a title carries whole is that title,
         // looked for in titles (its "of" and "a" would match every description).
-        if read.audience.is_some() && typed.len() >= 2 && self.search.a_title_has_all(&typed_stems.concat()) {
+        if read.audience.is_some() && typed.len() >= 2 && self.index.a_title_has_all(&typed_stems.concat()) {
             return Reading {
                 wanted: Wanted {
                     tokens: typed,
@@ -107,7 +107,7 @@ impl Services {
             };
         }
         let names_itself = |label: &str| {
-            self.search
+            self.index
                 .stems(label)
                 .iter()
                 .any(|stem| typed_stems.iter().flatten().any(|typed| typed == stem))
@@ -115,7 +115,7 @@ impl Services {
         let (labels, pointed): (Vec<String>, Vec<String>) =
             lowered(&read.groups).into_iter().partition(|group| names_itself(group));
         let excluded_labels = [lowered(&read.excluded_groups), lowered(&read.excluded_tags)].concat();
-        let mut tokens = self.search.tokens(&read.query.join(" "));
+        let mut tokens = self.index.tokens(&read.query.join(" "));
         let mut add = |token: &QueryToken| {
             if !tokens.contains(token) {
                 tokens.push(token.clone());
@@ -127,7 +127,7 @@ impl Services {
             .iter()
             .filter(|tag| !excluded_labels.contains(&tag.to_lowercase()))
         {
-            self.search.tokens(tag).iter().for_each(&mut add);
+            self.index.tokens(tag).iter().for_each(&mut add);
         }
         // A word read as a synonym of a group is searched as text too ("alien" points to
         // Sci-Fi, and is a title).
@@ -136,7 +136,7 @@ impl Services {
                 continue;
             };
             let name = entry.display.to_lowercase();
-            let itself = self.search.stems(&name).iter().any(|stem| stems.contains(stem));
+            let itself = self.index.stems(&name).iter().any(|stem| stems.contains(stem));
             if (entry.kind == EntryKind::Tag || !itself) && !excluded_labels.contains(&name) {
                 add(token);
             }
@@ -166,7 +166,7 @@ impl Services {
             && !filtering
         {
             wanted = Wanted {
-                tokens: self.search.tokens(query),
+                tokens: self.index.tokens(query),
                 titles_only: true,
                 ..Wanted::default()
             };
@@ -199,7 +199,7 @@ impl Services {
                 .filter(|word| word.chars().count() >= MEANING_MIN_CHARS)
                 .cloned()
                 .collect();
-            let mut unknown = self.search.unknown_words(&long);
+            let mut unknown = self.index.unknown_words(&long);
             unknown.truncate(MEANING_MAX_WORDS);
             unknown
         };
@@ -212,7 +212,7 @@ impl Services {
             return;
         }
         let words = unknown.terms.clone();
-        self.read_by_meaning(&mut unknown, dictionary).await;
+        self.words.read_by_meaning(&mut unknown, dictionary).await;
         extracted
             .terms
             .retain(|word| !words.contains(word) || unknown.terms.contains(word));
@@ -236,7 +236,7 @@ impl Services {
     /// has meanwhile (~10 ms at 100k items, too long for a request's path).
     pub(super) fn search_priors(&self) -> Arc<Priors> {
         let latest = self.training.snapshots().latest();
-        let mut made = self.search_priors.made.lock();
+        let mut made = self.priors.made.lock();
         let Some(current) = made.as_mut() else {
             let priors = Arc::new(priors_of(&latest));
             *made = Some(MadePriors {
@@ -250,7 +250,7 @@ impl Services {
         let fresh = Arc::ptr_eq(&current.models, &latest) || current.at.elapsed() < PRIORS_REFRESH;
         if !fresh && !current.remaking {
             current.remaking = true;
-            let cache = self.search_priors.made.clone();
+            let cache = self.priors.made.clone();
             tokio::task::spawn_blocking(move || {
                 let priors = Arc::new(priors_of(&latest));
                 *cache.lock() = Some(MadePriors {

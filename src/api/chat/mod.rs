@@ -1,9 +1,9 @@
 //! `POST /chat`: decodes a [`ChatRequest`], runs one turn with
-//! [`Services::chat_turn`] and answers `{conversation_id, message, items}`. The
+//! [`ChatService::chat_turn`] and answers `{conversation_id, message, items}`. The
 //! optional LLM that writes replies is an HTTP client, so it lives here too
 //! ([`llm::LlmClient`]) and is handed to the chat service as its `ReplyWriter`.
 //!
-//! [`Services::chat_turn`]: crate::service::Services::chat_turn
+//! [`ChatService::chat_turn`]: crate::service::chat::ChatService::chat_turn
 
 mod llm;
 
@@ -20,7 +20,7 @@ const MAX_CONVERSATION_ID_BYTES: usize = 256;
 
 pub async fn handle(state: &AppState, request: ApiRequest) -> Result<HttpResponse, ApiError> {
     let request = parse(&request, state.services.chat.config())?;
-    ok(&state.services.chat_turn(request).await?)
+    ok(&state.services.chat.chat_turn(request).await?)
 }
 
 fn optional_id(body: &Map<String, Value>, field: &str) -> Result<Option<String>, ApiError> {

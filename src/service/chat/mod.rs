@@ -15,7 +15,6 @@
 //!
 //! → the turn is stored → `{conversation_id, message, items, constraints}`.
 
-mod meaning;
 mod retrieval;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,8 +25,11 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::embedded_events::EmbeddedEvent;
+use super::recommend::RankingService;
 use super::search::Found;
-use super::{ServiceError, Services};
+use super::search::SearchService;
+use super::vocabulary::Vocabulary;
+use super::ServiceError;
 use crate::chat::catalog::{CatalogRow, ChatCatalog};
 use crate::chat::constraints::{extract, structured, Constraints, Extracted, Similar};
 use crate::chat::dictionary::LabelDictionary;
@@ -47,20 +49,25 @@ const CONVERSATION_TIMEOUT_MS: u64 = 2_000;
 /// Description characters per item given to the LLM.
 const LLM_DESCRIPTION_CHARS: usize = 200;
 
-/// The chat use case's shared parts.
+/// The chat use case: the conversations, the LLM, and what a turn reads (the live
+/// state, the search and ranking services, the catalog's vocabulary).
 pub struct ChatService {
     pub conversations: Arc<Conversations>,
     config: ChatConfig,
     /// Writes replies when an LLM is configured (the composed reply is the fallback).
     llm: Option<Arc<dyn ReplyWriter>>,
-    /// The search index's label snapshot and the chat dictionary built from it.
-    dictionary: parking_lot::Mutex<Option<(Arc<crate::search::CatalogLabels>, Arc<LabelDictionary>)>>,
+    /// The catalog read for chat, and the live state of the request's user/session.
+    engine: Arc<Engine>,
+    /// Free-text turns are personalized searches.
+    search: Arc<SearchService>,
+    /// Turns without free text rank the catalog with a model.
+    ranking: Arc<RankingService>,
+    /// The catalog's labels, and words read by meaning against them.
+    words: Arc<Vocabulary>,
     /// Every catalog item as chat filters it; replaced in the background once the
     /// catalog has changed (`refreshing` while that runs).
     catalog: Arc<parking_lot::Mutex<Option<Arc<ChatCatalog>>>>,
     refreshing: Arc<std::sync::atomic::AtomicBool>,
-    /// The catalog's labels by meaning, and the words read against them.
-    meanings: meaning::Meanings,
     /// Turns answered.
     turns: AtomicU64,
     /// Replies written by the LLM.
@@ -73,23 +80,49 @@ pub struct ChatService {
     llm_extraction_failures: AtomicU64,
 }
 
+/// Starts the conversation actors' arbiter (with the engine's stage: a shard move
+/// carries conversations too).
+pub fn start_conversations(engine: &Engine, config: &ChatConfig) -> Arc<Conversations> {
+    Arc::new(engine.start_conversations(ConversationSettings {
+        max_turns: config.max_turns,
+        idle_ttl_ms: config.idle_ttl_ms,
+        mailbox: config.mailbox,
+        ask_timeout_ms: CONVERSATION_TIMEOUT_MS,
+    }))
+}
+
+/// What a chat turn reads besides its own parts.
+pub struct ChatReads {
+    pub engine: Arc<Engine>,
+    pub search: Arc<SearchService>,
+    pub ranking: Arc<RankingService>,
+    pub words: Arc<Vocabulary>,
+}
+
 impl ChatService {
-    /// Starts the conversation actors' arbiter; `llm` writes replies when configured.
-    pub fn start(engine: &Engine, config: &ChatConfig, llm: Option<Arc<dyn ReplyWriter>>) -> ChatService {
-        let settings = ConversationSettings {
-            max_turns: config.max_turns,
-            idle_ttl_ms: config.idle_ttl_ms,
-            mailbox: config.mailbox,
-            ask_timeout_ms: CONVERSATION_TIMEOUT_MS,
-        };
+    /// `llm` writes replies when configured.
+    pub fn new(
+        conversations: Arc<Conversations>,
+        config: &ChatConfig,
+        llm: Option<Arc<dyn ReplyWriter>>,
+        reads: ChatReads,
+    ) -> ChatService {
+        let ChatReads {
+            engine,
+            search,
+            ranking,
+            words,
+        } = reads;
         ChatService {
-            conversations: Arc::new(engine.start_conversations(settings)),
+            conversations,
             llm,
             config: config.clone(),
-            dictionary: parking_lot::Mutex::new(None),
+            engine,
+            search,
+            ranking,
+            words,
             catalog: Arc::new(parking_lot::Mutex::new(None)),
             refreshing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            meanings: meaning::Meanings::default(),
             turns: AtomicU64::new(0),
             llm_replies: AtomicU64::new(0),
             llm_failures: AtomicU64::new(0),
@@ -179,15 +212,15 @@ pub trait ReplyWriter: Send + Sync {
 #[error("{0}")]
 pub struct ReplyError(pub String);
 
-impl Services {
+impl ChatService {
     /// One turn of a conversation (see the module documentation).
     pub async fn chat_turn(&self, request: ChatRequest) -> Result<ChatAnswer, ServiceError> {
-        let chat = &self.chat;
+        let chat = self;
         let conversation_id = request
             .conversation_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let dictionary = self.chat_dictionary();
+        let dictionary = self.words.dictionary();
         let catalog = self.chat_catalog().await?;
         let mut extracted = self
             .read_message(&request, &conversation_id, &dictionary, &catalog)
@@ -281,11 +314,11 @@ impl Services {
         dictionary: &Arc<LabelDictionary>,
         catalog: &ChatCatalog,
     ) -> Extracted {
-        let Some(llm) = &self.chat.llm else {
+        let Some(llm) = &self.llm else {
             return self.read_by_rules(&request.message, dictionary).await;
         };
         let shown = match &request.conversation_id {
-            Some(id) => self.chat.conversations.snapshot(id).await.ok().flatten(),
+            Some(id) => self.conversations.snapshot(id).await.ok().flatten(),
             None => None,
         };
         let titles: Vec<String> = shown
@@ -308,11 +341,11 @@ impl Services {
             });
         match read {
             Ok(extracted) => {
-                self.chat.llm_extractions.fetch_add(1, Ordering::Relaxed);
+                self.llm_extractions.fetch_add(1, Ordering::Relaxed);
                 extracted
             }
             Err(error) => {
-                self.chat.llm_extraction_failures.fetch_add(1, Ordering::Relaxed);
+                self.llm_extraction_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%error, conversation = %conversation_id, "llm reading failed; the rules read the message");
                 self.read_by_rules(&request.message, dictionary).await
             }
@@ -322,7 +355,7 @@ impl Services {
     /// The rules' reading, with the words they leave read by meaning.
     async fn read_by_rules(&self, message: &str, dictionary: &Arc<LabelDictionary>) -> Extracted {
         let mut extracted = extract(message, dictionary);
-        self.read_by_meaning(&mut extracted, dictionary).await;
+        self.words.read_by_meaning(&mut extracted, dictionary).await;
         extracted
     }
 
@@ -336,38 +369,21 @@ impl Services {
         outcome: &TurnFindings<'_>,
     ) -> String {
         let composed = compose(outcome);
-        let Some(llm) = &self.chat.llm else {
+        let Some(llm) = &self.llm else {
             return composed;
         };
         let system = llm_prompt(constraints, found, &composed);
         match llm.reply(&system, &request.message).await {
             Ok(text) => {
-                self.chat.llm_replies.fetch_add(1, Ordering::Relaxed);
+                self.llm_replies.fetch_add(1, Ordering::Relaxed);
                 text
             }
             Err(error) => {
-                self.chat.llm_failures.fetch_add(1, Ordering::Relaxed);
+                self.llm_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%error, conversation = %conversation_id, "llm reply failed; using the composed reply");
                 composed
             }
         }
-    }
-
-    /// The catalog's labels as a chat dictionary, built once per snapshot of the
-    /// search index's labels.
-    pub(in crate::service) fn chat_dictionary(&self) -> Arc<LabelDictionary> {
-        let words = self.search.labels();
-        let mut cached = self.chat.dictionary.lock();
-        if let Some((source, dictionary)) = cached.as_ref() {
-            if Arc::ptr_eq(source, &words) {
-                return dictionary.clone();
-            }
-        }
-        let groups: Vec<&String> = words.groups.values().collect();
-        let tags: Vec<&String> = words.tags.values().collect();
-        let dictionary = Arc::new(LabelDictionary::new(&groups, &tags));
-        *cached = Some((words, dictionary.clone()));
-        dictionary
     }
 
     /// The catalog as chat filters it. Read once at the first turn; after a catalog
@@ -375,13 +391,13 @@ impl Services {
     /// background (as the search index follows the catalog near-real-time).
     async fn chat_catalog(&self) -> Result<Arc<ChatCatalog>, ServiceError> {
         let version = self.engine.items().version();
-        let cached = self.chat.catalog.lock().clone();
+        let cached = self.catalog.lock().clone();
         if let Some(catalog) = &cached {
-            if catalog.version != version && !self.chat.refreshing.swap(true, Ordering::AcqRel) {
+            if catalog.version != version && !self.refreshing.swap(true, Ordering::AcqRel) {
                 let (engine, slot, refreshing) = (
                     Arc::clone(&self.engine),
-                    Arc::clone(&self.chat.catalog),
-                    Arc::clone(&self.chat.refreshing),
+                    Arc::clone(&self.catalog),
+                    Arc::clone(&self.refreshing),
                 );
                 tokio::task::spawn_blocking(move || {
                     match read_catalog(&engine) {
@@ -400,7 +416,7 @@ impl Services {
             .await
             .map_err(|error| ServiceError::Internal(format!("reading the catalog failed: {error}")))??;
         let catalog = Arc::new(catalog);
-        *self.chat.catalog.lock() = Some(catalog.clone());
+        *self.catalog.lock() = Some(catalog.clone());
         Ok(catalog)
     }
 }

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Map;
 
+use super::ChatService;
 use super::{found_of, item_facts, ChatRequest};
 use crate::chat::catalog::ChatCatalog;
 use crate::chat::constraints::Constraints;
@@ -18,7 +19,7 @@ use crate::ranking::{rank, RankContext};
 use crate::service::embedded_events::EmbeddedEvent;
 use crate::service::recommend::Profile;
 use crate::service::search::{Found, SearchRequest};
-use crate::service::{ServiceError, Services};
+use crate::service::ServiceError;
 
 /// Interests (groups) of the user named in a reply, at most.
 const MAX_INTERESTS: usize = 2;
@@ -28,7 +29,7 @@ const TITLE_HITS: usize = 10;
 /// file, matching items come in catalog order).
 const CHAT_MODEL: &str = "default";
 
-impl Services {
+impl ChatService {
     /// The catalog item a "like <title>" names: among the best text matches of the
     /// words, the one whose title holds them all with the fewest other words.
     pub(super) async fn find_title(
@@ -43,7 +44,7 @@ impl Services {
         if wanted.is_empty() {
             return Ok(None);
         }
-        let hits = self.text_search(&words.join(" "), TITLE_HITS, &[]).await?;
+        let hits = self.search.text_search(&words.join(" "), TITLE_HITS, &[]).await?;
         let best = hits
             .iter()
             .enumerate()
@@ -92,6 +93,7 @@ impl Services {
             return false;
         }
         let context = self
+            .ranking
             .rank_context(
                 request.user_id.clone(),
                 request.session_id.clone(),
@@ -148,7 +150,7 @@ impl Services {
             })
             .collect();
         // A models file without `default`: matching items in catalog order.
-        let model = self.model(CHAT_MODEL).ok();
+        let model = self.ranking.model(CHAT_MODEL).ok();
         let keep = request.limit * 4 + 16;
         let ranked_with = |context: RankContext| -> Result<Vec<Found>, ServiceError> {
             let order: Vec<usize> = match &model {
@@ -162,6 +164,7 @@ impl Services {
             Ok(available_first(found, request.limit))
         };
         let mut personal = self
+            .ranking
             .rank_context(
                 request.user_id.clone(),
                 request.session_id.clone(),
@@ -172,11 +175,11 @@ impl Services {
         let signalled = !request.events.is_empty() || carries_signals(&personal);
         let mut events = request.events.clone();
         events.extend(like.iter().cloned());
-        self.apply_embedded_events(&mut personal, &events);
+        self.ranking.apply_embedded_events(&mut personal, &events);
         let shown = ranked_with(personal)?;
         let personalized = signalled && {
-            let mut plain = self.rank_context(None, None, Map::new(), Profile::Made).await;
-            self.apply_embedded_events(&mut plain, &like);
+            let mut plain = self.ranking.rank_context(None, None, Map::new(), Profile::Made).await;
+            self.ranking.apply_embedded_events(&mut plain, &like);
             !same_ids(&shown, &ranked_with(plain)?)
         };
         Ok(ListFinds {
@@ -231,21 +234,21 @@ impl Services {
             user_id: request.user_id.clone(),
             session_id: request.session_id.clone(),
             events: request.events.clone(),
-            limit: self.chat.config.retrieval_pool,
+            limit: self.config.retrieval_pool,
             tables: Vec::new(),
             rules: None,
             explain: false,
         };
         let terms = constraints.query.join(" ");
         let labels = label_text(constraints, dictionary);
-        let mut pool = self.search(&search(terms.clone())).await?;
+        let mut pool = self.search.search(&search(terms.clone())).await?;
         let none_skipped = HashSet::new();
         if labels.is_empty()
             || select(&pool, constraints, dictionary, request.limit, &none_skipped).matched >= request.limit
         {
             return Ok(pool);
         }
-        let wider = self.search(&search(format!("{terms} {labels}"))).await?;
+        let wider = self.search.search(&search(format!("{terms} {labels}"))).await?;
         let seen: HashSet<String> = pool.iter().map(|found| found.id.clone()).collect();
         pool.extend(wider.into_iter().filter(|found| !seen.contains(&found.id)));
         Ok(pool)
@@ -260,6 +263,7 @@ impl Services {
         let mut weights: HashMap<String, f64> = HashMap::new();
         if interests_possible(request) {
             let context = self
+                .ranking
                 .rank_context(
                     request.user_id.clone(),
                     request.session_id.clone(),

@@ -184,7 +184,7 @@ impl Node {
 
     async fn ingest(&self, events: Vec<Event>) -> Result<()> {
         for chunk in events.chunks(5_000) {
-            for result in self.services.ingest_events(chunk.to_vec()).await?.results {
+            for result in self.services.events.ingest_events(chunk.to_vec()).await?.results {
                 result.context("ingest")?;
             }
         }
@@ -198,7 +198,7 @@ impl Node {
             return Ok("Not tuned (`--no-tune`): the fixed weights of the models file rank.\n".to_owned());
         }
         let started = Instant::now();
-        let report = self.services.training.retrain().await?;
+        let report = self.node.training.retrain().await?;
         let trained = self.trained();
         let Some(tuning) = &trained.tuning else {
             return Ok(format!(
@@ -244,23 +244,23 @@ impl Node {
 
     /// The latest snapshot of the trained artifacts.
     fn trained(&self) -> Arc<Trained> {
-        self.services.training.latest()
+        self.node.training.latest()
     }
 
     fn set_frozen(&self, frozen: bool) {
-        self.services.training.set_frozen(frozen);
+        self.node.training.set_frozen(frozen);
     }
 
     fn model(&self, id: &str) -> Option<Arc<dyn Model>> {
-        self.services.model(id).ok()
+        self.services.ranking.model(id).ok()
     }
 
     fn model_ids(&self) -> Vec<&str> {
-        self.services.models.ids()
+        self.services.ranking.model_ids()
     }
 
     async fn signals(&self, key: LiveStateId) -> Result<Option<Arc<Signals>>> {
-        Ok(self.services.engine.signals(key).await?)
+        Ok(self.node.engine.signals(key).await?)
     }
 
     async fn stop(self) -> Result<()> {
@@ -682,7 +682,7 @@ async fn movielens(cli: &Cli, model_ids: &[String]) -> Result<()> {
         rows.push(json!({"id": id, "name": title, "groups": groups}));
         movies.push(id.to_owned());
     }
-    for result in node.services.upsert_items(rows).await? {
+    for result in node.services.catalog.upsert_items(rows).await? {
         if let Err(error) = result {
             bail!("catalog upsert: {error}");
         }
@@ -732,7 +732,7 @@ async fn movielens(cli: &Cli, model_ids: &[String]) -> Result<()> {
             .filter(|movie| !seen.contains(movie.as_str()))
             .map(|movie| candidate(movie))
             .collect();
-        node.services.attach_features(&mut candidates)?;
+        node.services.ranking.attach_features(&mut candidates)?;
         for (model_id, metrics) in model_ids.iter().zip(&mut metrics) {
             let model = node.model(model_id).expect("checked");
             let ranked_at = Instant::now();

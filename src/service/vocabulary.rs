@@ -1,9 +1,12 @@
-//! Chat's reading by meaning: with an embedder that understands meaning (MiniLM),
+//! The catalog's vocabulary, read by chat and by search: its group and tag names as a
+//! label dictionary, and words read by meaning against them.
+//!
+//! Reading by meaning: with an embedder that understands meaning (MiniLM),
 //! the free-text words the rules left are compared with the catalog's group and tag
 //! names ("gore" → Horror), so that any catalog's own labels are understood, not
 //! only the built-in synonym table's.
 //!
-//! The labels' vectors are made in the background ([`Services::make_label_meanings`]),
+//! The labels' vectors are made in the background ([`Vocabulary::make_label_meanings`]),
 //! each label once: when the catalog's labels change, only the new ones are embedded.
 //! A reading waits for the vectors of its dictionary a little ([`LABELS_WAIT`]), then
 //! reads against the latest made (a catalog of thousands of tags takes seconds of
@@ -17,12 +20,11 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
-use super::ChatService;
 use crate::chat::constraints::Extracted;
 use crate::chat::dictionary::{DictionaryEntry, EntryKind, LabelDictionary};
 use crate::chat::meaning::LabelVectors;
-use crate::embed::Lane;
-use crate::service::Services;
+use crate::embed::{Lane, SharedEmbedder};
+use crate::search::{CatalogLabels, SearchIndex};
 
 /// Words whose reading is kept, at most (the memo is emptied past it).
 const MAX_REMEMBERED_WORDS: usize = 20_000;
@@ -38,13 +40,13 @@ const LABELS_CHECK: Duration = Duration::from_millis(500);
 const LABELS_PER_RUN: usize = 64;
 
 /// The labels' vectors of one dictionary snapshot.
-pub(super) struct MadeLabels {
+struct MadeLabels {
     dictionary: Arc<LabelDictionary>,
     labels: Arc<LabelVectors>,
 }
 
 /// The label vectors made so far and the words read against them.
-pub(super) struct Meanings {
+struct Meanings {
     /// The latest labels made; readings wait on it.
     made: watch::Sender<Option<Arc<MadeLabels>>>,
     /// Asks the maker to look at the labels now.
@@ -76,7 +78,50 @@ impl Default for Meanings {
     }
 }
 
-impl ChatService {
+/// The catalog's labels as a dictionary, and the words read by meaning against them.
+pub struct Vocabulary {
+    /// Whose labels are read.
+    index: Arc<SearchIndex>,
+    /// Reads words and labels by meaning.
+    embedder: SharedEmbedder,
+    /// The search index's label snapshot and the dictionary built from it.
+    dictionary: parking_lot::Mutex<Option<(Arc<CatalogLabels>, Arc<LabelDictionary>)>>,
+    /// The labels' vectors and the words read against them.
+    meanings: Meanings,
+}
+
+impl Vocabulary {
+    pub fn new(index: Arc<SearchIndex>, embedder: SharedEmbedder) -> Vocabulary {
+        Vocabulary {
+            index,
+            embedder,
+            dictionary: parking_lot::Mutex::new(None),
+            meanings: Meanings::default(),
+        }
+    }
+
+    /// Whether words can be read by meaning (the embedder understands it).
+    pub fn understands_meaning(&self) -> bool {
+        self.embedder.understands_meaning()
+    }
+
+    /// The catalog's labels as a dictionary, built once per snapshot of the search
+    /// index's labels.
+    pub fn dictionary(&self) -> Arc<LabelDictionary> {
+        let words = self.index.labels();
+        let mut cached = self.dictionary.lock();
+        if let Some((source, dictionary)) = cached.as_ref() {
+            if Arc::ptr_eq(source, &words) {
+                return dictionary.clone();
+            }
+        }
+        let groups: Vec<&String> = words.groups.values().collect();
+        let tags: Vec<&String> = words.tags.values().collect();
+        let dictionary = Arc::new(LabelDictionary::new(&groups, &tags));
+        *cached = Some((words, dictionary.clone()));
+        dictionary
+    }
+
     /// The label vectors to read against: `dictionary`'s once made (waiting for them
     /// at most [`LABELS_WAIT`]), else the latest made; `None` before any are.
     async fn label_vectors(&self, dictionary: &Arc<LabelDictionary>) -> Option<Arc<LabelVectors>> {
@@ -100,7 +145,7 @@ impl ChatService {
     }
 }
 
-impl Services {
+impl Vocabulary {
     /// Makes the label vectors of the catalog's dictionary whenever it changes, until
     /// `shutdown` is cancelled (spawned at start with an embedder that understands
     /// meaning). A label's vector is embedded once and carried to the next
@@ -112,10 +157,10 @@ impl Services {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = check.tick() => {}
-                _ = self.chat.meanings.wake.notified() => {}
+                _ = self.meanings.wake.notified() => {}
             }
-            let dictionary = self.chat_dictionary();
-            let previous = self.chat.meanings.made.borrow().clone();
+            let dictionary = self.dictionary();
+            let previous = self.meanings.made.borrow().clone();
             if previous
                 .as_ref()
                 .is_some_and(|made| Arc::ptr_eq(&made.dictionary, &dictionary))
@@ -130,7 +175,7 @@ impl Services {
                         took_ms = started.elapsed().as_millis() as u64,
                         "the catalog's labels' meanings are made"
                     );
-                    self.chat.meanings.made.send_replace(Some(Arc::new(MadeLabels {
+                    self.meanings.made.send_replace(Some(Arc::new(MadeLabels {
                         dictionary,
                         labels: Arc::new(labels),
                     })));
@@ -201,7 +246,7 @@ impl Services {
         if words.is_empty() || dictionary.is_empty() || !self.embedder.understands_meaning() {
             return;
         }
-        let Some(labels) = self.chat.label_vectors(dictionary).await else {
+        let Some(labels) = self.label_vectors(dictionary).await else {
             return;
         };
         // Each word's reading: kept from an earlier reading against these labels, or
@@ -209,7 +254,7 @@ impl Services {
         let mut named: HashMap<String, Option<DictionaryEntry>> = HashMap::new();
         let mut unknown: Vec<String> = Vec::new();
         {
-            let mut memo = self.chat.meanings.words.lock();
+            let mut memo = self.meanings.words.lock();
             if !memo.read_against(&labels) {
                 *memo = WordsRead {
                     labels: Some(labels.clone()),
@@ -234,7 +279,7 @@ impl Services {
                 .zip(vectors)
                 .map(|(word, vector)| (word, labels.nearest(&vector).cloned()))
                 .collect();
-            let mut memo = self.chat.meanings.words.lock();
+            let mut memo = self.meanings.words.lock();
             if memo.read_against(&labels) {
                 if memo.words.len() + read.len() > MAX_REMEMBERED_WORDS {
                     memo.words.clear();
