@@ -1,8 +1,11 @@
-//! The engine's catalog operations: rows (items and users) and tables, each sent
-//! to the catalog shard its id or name hashes to, or read from storage directly.
+//! The engine's catalog half: rows (items and users) and tables, each write sent to
+//! the catalog shard its id or name hashes to, reads straight from storage. A
+//! [`Catalog`] holds only the handles these need; the catalog's service and the
+//! catalog log hold it, not the whole engine.
 
 use std::sync::Arc;
 
+use actix::{Addr, MailboxError, Message};
 use futures::future::join_all;
 use serde_json::{Map, Value};
 
@@ -10,11 +13,65 @@ use super::catalog::{self, id_of, CatalogError, RowKind, USERS_TABLE};
 use super::catalog_shard::{
     Conversion, ConvertField, ConvertMode, DeleteItem, DropTableRows, PatchRow, PutTable, RowResult, UpsertRows,
 };
-use super::{Engine, Remap};
+use super::{scatter, CatalogShard, TableRegistry};
 use crate::domain::catalog::{FieldType, Relation, TableRecord};
-use crate::storage::{layout, Cf, StorageError};
+use crate::storage::{layout, Cf, Storage, StorageError};
+use crate::topology::{shard_for, ShardId};
 
-impl Engine {
+/// The outcome of a field remap.
+#[derive(Debug)]
+pub struct Remap {
+    /// The table record: remapped when `applied`, else as it was.
+    pub table: Arc<TableRecord>,
+    /// Whether the type changed (false: some values do not convert and no `force`).
+    pub applied: bool,
+    /// What converted and what did not (applied with `force`: the values cleared).
+    pub conversion: Conversion,
+}
+
+/// The catalog's calls: rows and tables over the catalog shards of this node's
+/// engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Catalog {
+    storage: Storage,
+    tables: Arc<TableRegistry>,
+    /// One catalog actor per shard, indexed by shard id.
+    shards: Arc<[Addr<CatalogShard>]>,
+}
+
+impl Catalog {
+    pub(super) fn new(storage: Storage, tables: Arc<TableRegistry>, shards: Vec<Addr<CatalogShard>>) -> Catalog {
+        Catalog {
+            storage,
+            tables,
+            shards: shards.into(),
+        }
+    }
+
+    fn shard_count(&self) -> u16 {
+        self.shards.len() as u16
+    }
+
+    fn shard_of(&self, key: &str) -> ShardId {
+        shard_for(key.as_bytes(), self.shard_count())
+    }
+
+    /// Sends `message` to the catalog actor of `shard`.
+    pub(super) async fn ask<M>(&self, shard: ShardId, message: M) -> Result<M::Result, CatalogError>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        CatalogShard: actix::Handler<M>,
+    {
+        self.shards[shard as usize]
+            .send(message)
+            .await
+            .map_err(|error| match error {
+                MailboxError::Closed => CatalogError::Unavailable(format!("shard {shard} is stopped")),
+                MailboxError::Timeout => CatalogError::Unavailable(format!("shard {shard} timed out")),
+            })
+    }
+
     /// Upserts rows (items or users), each on the shard its id hashes to. Results
     /// come back in request order; one bad row does not stop the others.
     pub async fn upsert_rows(&self, kind: RowKind, rows: Vec<Value>) -> Vec<RowResult> {
@@ -42,7 +99,7 @@ impl Engine {
                 Ok((shard, row))
             })
             .collect();
-        self.scatter(routed, |shard, rows| async move {
+        scatter(self.shard_count(), routed, |shard, rows| async move {
             let upsert = UpsertRows {
                 kind,
                 rows,
@@ -161,7 +218,7 @@ impl Engine {
         if removed.is_none() {
             return Err(CatalogError::NotFound(format!("table {name:?}")));
         }
-        let drops = (0..self.shard_count).map(|shard| self.ask(shard, DropTableRows { table: name.to_owned() }));
+        let drops = (0..self.shard_count()).map(|shard| self.ask(shard, DropTableRows { table: name.to_owned() }));
         for result in join_all(drops).await {
             result??;
         }
@@ -251,7 +308,7 @@ impl Engine {
         length: Option<usize>,
         mode: ConvertMode,
     ) -> Result<Conversion, CatalogError> {
-        let converts = (0..self.shard_count).map(|shard| {
+        let converts = (0..self.shard_count()).map(|shard| {
             let message = ConvertField {
                 kind,
                 table: table.to_owned(),

@@ -61,7 +61,7 @@ impl Engine {
     pub async fn delete_user(&self, uid: &str, known_sessions: &[String]) -> Result<UserRemoval, DeleteUserError> {
         let home = self.shard_of(uid);
         // Events first: a crash in between leaves state that a retried delete finds.
-        let rows = self.ask(home, DeleteUser { uid: uid.to_owned() }).await??;
+        let rows = self.catalog.ask(home, DeleteUser { uid: uid.to_owned() }).await??;
         let user = self.wipe(LiveStateId::User(uid.to_owned())).await?;
         let mut sessions = rows.sessions;
         sessions.extend(user.sessions.iter().cloned());

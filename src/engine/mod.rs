@@ -3,6 +3,11 @@
 //!
 //! Writes go key → shard → that shard's actor; reads of stored rows and table
 //! records go straight to the shared handles (RocksDB, the table registry).
+//!
+//! Its surface comes in parts, so a caller's type says what it uses: the catalog's
+//! rows and tables ([`Engine::catalog`], a [`Catalog`] of its own handles), the item
+//! reader of the ranking path ([`Engine::items`]), and the engine itself for live
+//! state (ingest, reads, checkpoints), shard hand-offs and session claims.
 
 mod backup;
 pub mod catalog;
@@ -21,12 +26,11 @@ mod signal_board;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use actix::{Actor, Addr, Arbiter, MailboxError, Message};
+use actix::{Actor, Arbiter, MailboxError};
 use futures::future::join_all;
 
 use crate::clock::SharedClock;
 use crate::config::EngineConfig;
-use crate::domain::catalog::TableRecord;
 use crate::domain::event::{decode_stored, DurableEventSink, Event};
 use crate::domain::live_state::{DecayParams, LiveState};
 use crate::domain::live_state_id::LiveStateId;
@@ -35,6 +39,7 @@ use crate::domain::signals::Signals;
 use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{shard_for, Ownership, ShardId};
 pub use backup::{list_backups, BackupFailure};
+pub use catalog_calls::{Catalog, Remap};
 use catalog::{CatalogError, ItemReader, TableRegistry};
 pub use catalog_shard::Conversion;
 pub use catalog_shard::{CatalogShard, RowResult};
@@ -48,29 +53,17 @@ use shard_host::{
 pub use shard_moves::{HeldShards, ShardExport};
 use signal_board::SignalBoard;
 
-/// The outcome of a field remap.
-#[derive(Debug)]
-pub struct Remap {
-    /// The table record: remapped when `applied`, else as it was.
-    pub table: Arc<TableRecord>,
-    /// Whether the type changed (false: some values do not convert and no `force`).
-    pub applied: bool,
-    /// What converted and what did not (applied with `force`: the values cleared).
-    pub conversion: Conversion,
-}
-
 /// The running engine of one node.
 pub struct Engine {
     storage: Storage,
-    tables: Arc<TableRegistry>,
     /// Catalog reads and cached ranking features for the ranking path.
     items: Arc<ItemReader>,
     /// The shard count, fixed for the life of a data set.
     shard_count: u16,
     /// Which shards this node serves now.
     ownership: Arc<Ownership>,
-    /// One catalog actor per shard, indexed by shard id.
-    shards: Vec<Addr<CatalogShard>>,
+    /// The catalog shards' calls.
+    catalog: Catalog,
     /// One live-state host per shard.
     hosts: Arc<HostRouter>,
     /// The signals of every live session and user, for the ranking path.
@@ -111,6 +104,65 @@ fn not_served(shard: ShardId) -> LiveStateError {
     LiveStateError::Unavailable(format!(
         "shard {shard} is not served by this node now (a topology change is moving it); retry"
     ))
+}
+
+/// Sends each of `shard_count` shards its part of `items` at once and puts the answers back in
+/// request order. Items already failed stay failed.
+async fn scatter<T, R, E, Fut>(
+    shard_count: u16,
+    items: Vec<Result<(ShardId, T), E>>,
+    send: impl Fn(ShardId, Vec<T>) -> Fut,
+) -> Vec<Result<R, E>>
+where
+    E: Unavailable,
+    Fut: Future<Output = Result<Vec<Result<R, E>>, E>>,
+{
+    let mut results: Vec<Option<Result<R, E>>> = (0..items.len()).map(|_| None).collect();
+    // Each shard's part allocated at its size (events are large to copy as a part grows).
+    let mut sizes = vec![0; shard_count as usize];
+    for (shard, _) in items.iter().flatten() {
+        sizes[*shard as usize] += 1;
+    }
+    let mut per_shard: Vec<(Vec<usize>, Vec<T>)> = sizes
+        .into_iter()
+        .map(|size| (Vec::with_capacity(size), Vec::with_capacity(size)))
+        .collect();
+    for (index, item) in items.into_iter().enumerate() {
+        match item {
+            Ok((shard, item)) => {
+                per_shard[shard as usize].0.push(index);
+                per_shard[shard as usize].1.push(item);
+            }
+            Err(error) => results[index] = Some(Err(error)),
+        }
+    }
+    let sends = per_shard
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (indexes, _))| !indexes.is_empty())
+        .map(|(shard, (indexes, items))| {
+            let reply = send(shard as ShardId, items);
+            async move { (indexes, reply.await) }
+        });
+    for (indexes, replies) in join_all(sends).await {
+        match replies {
+            Ok(replies) => {
+                for (index, reply) in indexes.into_iter().zip(replies) {
+                    results[index] = Some(reply);
+                }
+            }
+            Err(error) => {
+                let message = error.to_string();
+                for index in indexes {
+                    results[index] = Some(Err(E::unavailable(message.clone())));
+                }
+            }
+        }
+    }
+    results
+        .into_iter()
+        .map(|result| result.expect("every item answered"))
+        .collect()
 }
 
 fn mailbox_error(error: MailboxError) -> LiveStateError {
@@ -211,6 +263,7 @@ impl Engine {
             arbiters.push(arbiter);
         }
         hosts.set(host_addrs);
+        let catalog = Catalog::new(storage.clone(), tables, shards);
         let in_flight_limit = u32::try_from(config.max_events_in_flight.max(1)).unwrap_or(u32::MAX);
         Ok(Engine {
             in_flight: (0..shard_count)
@@ -218,11 +271,10 @@ impl Engine {
                 .collect(),
             in_flight_limit,
             storage,
-            tables,
             items,
             shard_count,
             ownership,
-            shards,
+            catalog,
             hosts,
             board: handles.board,
             commits,
@@ -308,21 +360,6 @@ impl Engine {
         shard_for(key.as_bytes(), self.shard_count)
     }
 
-    async fn ask<M>(&self, shard: ShardId, message: M) -> Result<M::Result, CatalogError>
-    where
-        M: Message + Send + 'static,
-        M::Result: Send,
-        CatalogShard: actix::Handler<M>,
-    {
-        self.shards[shard as usize]
-            .send(message)
-            .await
-            .map_err(|error| match error {
-                MailboxError::Closed => CatalogError::Unavailable(format!("shard {shard} is stopped")),
-                MailboxError::Timeout => CatalogError::Unavailable(format!("shard {shard} timed out")),
-            })
-    }
-
     /// Accepts events on the shards owning their routing keys. Per event: whether it
     /// was a duplicate (already accepted, not applied again), or why it failed. The
     /// outcome observer hears of each new click and conversion with a `rec_id`.
@@ -360,7 +397,7 @@ impl Engine {
                 }
             })
             .collect();
-        self.scatter(routed, |shard, events| async move {
+        scatter(self.shard_count, routed, |shard, events| async move {
             // Credits for the events in flight on this shard: held until the batch is
             // applied everywhere it reaches and the learner took it, so that the
             // messages it causes (to other hosts, the learner) never
@@ -385,65 +422,6 @@ impl Engine {
             Ok(duplicates.into_iter().map(Ok).collect())
         })
         .await
-    }
-
-    /// Sends each shard its part of `items` at once and puts the answers back in
-    /// request order. Items already failed stay failed.
-    async fn scatter<T, R, E, Fut>(
-        &self,
-        items: Vec<Result<(ShardId, T), E>>,
-        send: impl Fn(ShardId, Vec<T>) -> Fut,
-    ) -> Vec<Result<R, E>>
-    where
-        E: Unavailable,
-        Fut: Future<Output = Result<Vec<Result<R, E>>, E>>,
-    {
-        let mut results: Vec<Option<Result<R, E>>> = (0..items.len()).map(|_| None).collect();
-        // Each shard's part allocated at its size (events are large to copy as a part grows).
-        let mut sizes = vec![0; self.shards.len()];
-        for (shard, _) in items.iter().flatten() {
-            sizes[*shard as usize] += 1;
-        }
-        let mut per_shard: Vec<(Vec<usize>, Vec<T>)> = sizes
-            .into_iter()
-            .map(|size| (Vec::with_capacity(size), Vec::with_capacity(size)))
-            .collect();
-        for (index, item) in items.into_iter().enumerate() {
-            match item {
-                Ok((shard, item)) => {
-                    per_shard[shard as usize].0.push(index);
-                    per_shard[shard as usize].1.push(item);
-                }
-                Err(error) => results[index] = Some(Err(error)),
-            }
-        }
-        let sends = per_shard
-            .into_iter()
-            .enumerate()
-            .filter(|(_, (indexes, _))| !indexes.is_empty())
-            .map(|(shard, (indexes, items))| {
-                let reply = send(shard as ShardId, items);
-                async move { (indexes, reply.await) }
-            });
-        for (indexes, replies) in join_all(sends).await {
-            match replies {
-                Ok(replies) => {
-                    for (index, reply) in indexes.into_iter().zip(replies) {
-                        results[index] = Some(reply);
-                    }
-                }
-                Err(error) => {
-                    let message = error.to_string();
-                    for index in indexes {
-                        results[index] = Some(Err(E::unavailable(message.clone())));
-                    }
-                }
-            }
-        }
-        results
-            .into_iter()
-            .map(|result| result.expect("every item answered"))
-            .collect()
     }
 
     /// A live state and whether an actor is live for it; `None` if the key has none.
@@ -477,14 +455,14 @@ impl Engine {
         Ok(self.read_state_with(key, project).await?.map(|(signals, _)| signals))
     }
 
-    /// The catalog's items as the ranking path reads them.
-    pub fn items(&self) -> &ItemReader {
-        &self.items
+    /// The catalog's calls: rows and tables.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
     }
 
-    /// A shared handle on the catalog's items (the search indexer reads through it).
-    pub fn item_reader(&self) -> Arc<ItemReader> {
-        self.items.clone()
+    /// The catalog's items as the ranking path and the search indexer read them.
+    pub fn items(&self) -> &Arc<ItemReader> {
+        &self.items
     }
 
     /// The decay settings snapshots are computed with.

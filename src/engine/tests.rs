@@ -226,6 +226,7 @@ async fn read_errors_are_errors_not_absence() {
 
     let stored = node
         .engine
+        .catalog()
         .upsert_rows(RowKind::Item, vec![json!({"id": "p0", "name": "boat"})])
         .await;
     assert!(stored[0].is_ok(), "{stored:?}");
@@ -255,6 +256,7 @@ async fn a_kept_row_follows_the_writes_of_its_item() {
     assert_eq!(name(None), None);
     let upsert = |name: &str| {
         node.engine
+            .catalog()
             .upsert_rows(RowKind::Item, vec![json!({"id": "p0", "name": name})])
     };
     assert!(upsert("boat").await[0].is_ok());
@@ -263,9 +265,9 @@ async fn a_kept_row_follows_the_writes_of_its_item() {
     assert!(items.cached_rows().rows >= 1, "{:?}", items.cached_rows());
     assert!(upsert("ship").await[0].is_ok());
     assert_eq!(name(Some("items")), Some((json!("ship"), Some(json!(false)))));
-    node.engine.delete_item("items", "p0", false).await.unwrap();
+    node.engine.catalog().delete_item("items", "p0", false).await.unwrap();
     assert_eq!(name(None), Some((json!("ship"), Some(json!(true)))));
-    node.engine.delete_item("items", "p0", true).await.unwrap();
+    node.engine.catalog().delete_item("items", "p0", true).await.unwrap();
     assert_eq!(name(None), None);
     assert_eq!(items.cached_rows().rows, 0, "{:?}", items.cached_rows());
     node.stop();

@@ -204,6 +204,8 @@ pub(super) struct EngineStage {
     pub(super) search: Arc<SearchIndex>,
     /// Compacts deleted users' records out of the files.
     pub(super) purger: Arc<Purger>,
+    /// The node's clock (the one the engine stamps with).
+    pub(super) clock: SharedClock,
 }
 
 impl EngineStage {
@@ -234,9 +236,9 @@ impl EngineStage {
             &config.engine,
             training.clone(),
         )?);
-        training.attach_catalog(engine.item_reader());
+        training.attach_catalog(engine.items().clone());
         // Before any event flows: outcomes are attributed to experiments as they are applied.
-        let experiments = Experiments::load(storage_handle.clone(), clock)?;
+        let experiments = Experiments::load(storage_handle.clone(), clock.clone())?;
         engine.observe_outcomes(experiments.clone());
         experiments
             .start_flushing(FLUSH_INTERVAL)
@@ -288,6 +290,7 @@ impl EngineStage {
             conversations,
             search,
             purger,
+            clock,
         })
     }
 }
@@ -330,7 +333,7 @@ impl StreamStage {
                         kafka,
                         &engine.local_shards(),
                         engine.shard_count(),
-                        engine.clone(),
+                        engine.items().clone(),
                         training.clone(),
                         stats.clone(),
                         shutdown.clone(),
@@ -470,7 +473,7 @@ pub(super) fn start_services(
     ));
     let words = Arc::new(Vocabulary::new(index.clone(), embedder.clone()));
     let search = Arc::new(SearchService::new(
-        node_engine.clone(),
+        node_engine.items().clone(),
         index.clone(),
         embedder,
         training.clone(),
@@ -486,7 +489,8 @@ pub(super) fn start_services(
         &config.chat,
         llm,
         ChatReads {
-            engine: node_engine.clone(),
+            items: node_engine.items().clone(),
+            clock: engine.clock.clone(),
             search: search.clone(),
             ranking: ranking.clone(),
             words: words.clone(),
@@ -506,7 +510,7 @@ pub(super) fn start_services(
     }));
     let services = Arc::new(Services {
         catalog: Arc::new(CatalogService::new(
-            node_engine.clone(),
+            node_engine.catalog().clone(),
             replication.clone(),
             index.clone(),
             embed.clone(),
@@ -611,7 +615,7 @@ fn open_search(config: &Config, engine: &Engine) -> anyhow::Result<Arc<SearchInd
     let (changes, change_feed) = crossbeam::channel::bounded(config.search.change_queue);
     engine.items().subscribe(changes);
     let directory = config.storage.data_dir.join("search");
-    let index = SearchIndex::open(&directory, &config.search, engine.item_reader(), change_feed)
+    let index = SearchIndex::open(&directory, &config.search, engine.items().clone(), change_feed)
         .with_context(|| format!("opening the search index {}", directory.display()))?;
     Ok(Arc::new(index))
 }

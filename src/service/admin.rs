@@ -23,18 +23,7 @@ use crate::training::Training;
 
 /// Administration: keys, statistics and metrics, retraining.
 pub struct AdminService {
-    keys: Arc<KeyStore>,
-    engine: Arc<Engine>,
-    training: Arc<Training>,
-    /// With Kafka on: the consumer's counters.
-    stream_stats: Option<SharedStats>,
-    ranking_stats: Arc<RankingStats>,
-    index: Arc<SearchIndex>,
-    chat: Arc<ChatService>,
-    cluster: Arc<Cluster>,
-    purger: Arc<Purger>,
-    /// In a cluster, keys reach the other nodes through the catalog log.
-    replication: Replication,
+    parts: AdminParts,
 }
 
 /// The handles the admin service reads.
@@ -42,50 +31,29 @@ pub struct AdminParts {
     pub keys: Arc<KeyStore>,
     pub engine: Arc<Engine>,
     pub training: Arc<Training>,
+    /// With Kafka on: the consumer's counters.
     pub stream_stats: Option<SharedStats>,
     pub ranking_stats: Arc<RankingStats>,
     pub index: Arc<SearchIndex>,
     pub chat: Arc<ChatService>,
     pub cluster: Arc<Cluster>,
     pub purger: Arc<Purger>,
+    /// In a cluster, keys reach the other nodes through the catalog log.
     pub replication: Replication,
 }
 
 impl AdminService {
     pub fn new(parts: AdminParts) -> AdminService {
-        let AdminParts {
-            keys,
-            engine,
-            training,
-            stream_stats,
-            ranking_stats,
-            index,
-            chat,
-            cluster,
-            purger,
-            replication,
-        } = parts;
-        AdminService {
-            keys,
-            engine,
-            training,
-            stream_stats,
-            ranking_stats,
-            index,
-            chat,
-            cluster,
-            purger,
-            replication,
-        }
+        AdminService { parts }
     }
 
     /// The cluster's topology and counters, with the catalog log's.
     pub fn cluster_stats(&self) -> Value {
-        let mut stats = self.cluster.to_json();
-        if self.cluster.is_multi_node() {
-            stats["session_claims"] = self.engine.claim_stats();
+        let mut stats = self.parts.cluster.to_json();
+        if self.parts.cluster.is_multi_node() {
+            stats["session_claims"] = self.parts.engine.claim_stats();
         }
-        if let Some(replication) = self.replication.stats_json() {
+        if let Some(replication) = self.parts.replication.stats_json() {
             stats["replication"] = replication;
         }
         stats
@@ -95,9 +63,9 @@ impl AdminService {
 impl AdminService {
     /// Creates a key; answers it with its secret (shown only here).
     pub async fn create_key(&self, new: NewKey) -> Result<(Arc<ApiKey>, String), ServiceError> {
-        let keys = self.keys.clone();
+        let keys = self.parts.keys.clone();
         let (key, secret) = blocking(move || keys.create(new)).await??;
-        self.replication
+        self.parts.replication
             .replicate(vec![CatalogChange::PutKey {
                 key: KeyStore::replicable(&key, &secret),
             }])
@@ -110,6 +78,7 @@ impl AdminService {
     pub async fn publish_node_key(&self, key: ApiKey, shutdown: CancellationToken) {
         loop {
             match self
+                .parts
                 .replication
                 .replicate(vec![CatalogChange::PutKey { key: key.clone() }])
                 .await
@@ -129,7 +98,7 @@ impl AdminService {
 
     /// Every key, without secrets.
     pub fn list_keys(&self) -> Vec<Arc<ApiKey>> {
-        self.keys.list()
+        self.parts.keys.list()
     }
 
     /// Revokes a key; `NotFound` when there is no such key.
@@ -140,49 +109,49 @@ impl AdminService {
                     .into(),
             ));
         }
-        let (keys, owned) = (self.keys.clone(), id.to_owned());
+        let (keys, owned) = (self.parts.keys.clone(), id.to_owned());
         if !blocking(move || keys.revoke(&owned)).await?? {
             return Err(ServiceError::NotFound(format!("API key {id:?}")));
         }
-        self.replication
+        self.parts.replication
             .replicate(vec![CatalogChange::RevokeKey { id: id.to_owned() }])
             .await
     }
 
     /// The key a secret belongs to, if it is valid now.
     pub fn authenticate(&self, secret: &str) -> Result<Arc<ApiKey>, AuthFailure> {
-        self.keys.authenticate(secret)
+        self.parts.keys.authenticate(secret)
     }
 
     /// The node's counters: Kafka, models, live-state reads, chat.
     pub fn stats(&self) -> Value {
-        let stream = self.stream_stats.as_ref().map(|stats| stats.to_json());
-        let trained = self.training.latest();
+        let stream = self.parts.stream_stats.as_ref().map(|stats| stats.to_json());
+        let trained = self.parts.training.latest();
         let models = json!({
             "events_learned": trained.events,
             "items": trained.items.len(),
             "ltr_examples": trained.ltr.examples(),
             "ltr_trained": trained.ltr.weights().is_some(),
             // Of the published snapshot; the learner's working copy shares all it has not changed since.
-            "memory_bytes": self.training.heap_bytes(&trained),
+            "memory_bytes": self.parts.training.heap_bytes(&trained),
             // What the last rebuild's self-tuner chose, with its held-out figures.
             "tuning": trained.tuning,
         });
         let ranking = json!({
-            "state_read_deadline_ms": self.ranking_stats.state_deadline_ms,
-            "state_read_timeouts": self.ranking_stats.state_timeouts.load(Ordering::Relaxed),
-            "state_read_errors": self.ranking_stats.state_errors.load(Ordering::Relaxed),
+            "state_read_deadline_ms": self.parts.ranking_stats.state_deadline_ms,
+            "state_read_timeouts": self.parts.ranking_stats.state_timeouts.load(Ordering::Relaxed),
+            "state_read_errors": self.parts.ranking_stats.state_errors.load(Ordering::Relaxed),
         });
         json!({
             "kafka": stream,
             "models": models,
             "ranking": ranking,
-            "chat": self.chat.stats_json(),
+            "chat": self.parts.chat.stats_json(),
             "cluster": self.cluster_stats(),
-            "purge": { "runs": self.purger.runs(), "pending_shards": self.purger.pending() },
+            "purge": { "runs": self.parts.purger.runs(), "pending_shards": self.parts.purger.pending() },
             "storage": {
-                "memory": self.engine.storage_memory(),
-                "cached_item_rows": self.engine.items().cached_rows(),
+                "memory": self.parts.engine.storage_memory(),
+                "cached_item_rows": self.parts.engine.items().cached_rows(),
             },
         })
     }
@@ -190,20 +159,20 @@ impl AdminService {
     /// `GET /metrics`: the node's metrics in Prometheus' text format, with the gauges
     /// of what lives in other parts (consumer lag, models, search index) read now.
     pub fn metrics_text(&self) -> String {
-        if let Some(stream) = &self.stream_stats {
+        if let Some(stream) = &self.parts.stream_stats {
             for ((topic, partition), lag) in stream.lag.lock().iter() {
                 crate::metrics::kafka_lag(topic, *partition, *lag);
             }
         }
-        let trained = self.training.latest();
-        crate::metrics::models(trained.events, trained.items.len(), self.training.heap_bytes(&trained));
-        crate::metrics::search_index(self.index.lag(), self.index.documents());
+        let trained = self.parts.training.latest();
+        crate::metrics::models(trained.events, trained.items.len(), self.parts.training.heap_bytes(&trained));
+        crate::metrics::search_index(self.parts.index.lag(), self.parts.index.documents());
         crate::metrics::render()
     }
 
     /// Rebuilds the models from the whole event log and answers when done.
     pub async fn retrain(&self) -> Result<RetrainReport, ServiceError> {
-        Ok(self.training.retrain().await?)
+        Ok(self.parts.training.retrain().await?)
     }
 }
 

@@ -10,8 +10,7 @@ use super::embed::EmbedService;
 use super::ServiceError;
 use crate::domain::catalog::{FieldType, Relation, TableRecord};
 use crate::engine::catalog::{RowKind, USERS_TABLE};
-use crate::engine::Engine;
-use crate::engine::Remap;
+use crate::engine::{Catalog, Remap};
 use crate::search::SearchIndex;
 use crate::stream::catalog_log::CatalogChange;
 use crate::stream::catalog_log::CatalogLog;
@@ -22,8 +21,8 @@ pub type Row = Map<String, Value>;
 /// Catalog and users: tables, items (embedded at ingest), users, deletes, field
 /// remaps.
 pub struct CatalogService {
-    /// The catalog shards and the live state a user deletion clears.
-    engine: Arc<Engine>,
+    /// The catalog shards' calls.
+    catalog: Catalog,
     /// In a cluster, catalog writes reach the other nodes through the catalog log.
     replication: Replication,
     /// Counts a table's searchable items.
@@ -34,13 +33,13 @@ pub struct CatalogService {
 
 impl CatalogService {
     pub fn new(
-        engine: Arc<Engine>,
+        catalog: Catalog,
         replication: Replication,
         index: Arc<SearchIndex>,
         embed: Arc<EmbedService>,
     ) -> CatalogService {
         CatalogService {
-            engine,
+            catalog,
             replication,
             index,
             embed,
@@ -101,14 +100,14 @@ impl CatalogService {
             description: description.clone(),
             relations: relations.clone(),
         };
-        let table = self.engine.put_table(name, description, relations).await?;
+        let table = self.catalog.put_table(name, description, relations).await?;
         self.replication.replicate(vec![change]).await?;
         Ok(table)
     }
 
     /// A table's record with its inferred field types.
     pub fn get_table(&self, name: &str) -> Result<Arc<TableRecord>, ServiceError> {
-        self.engine
+        self.catalog
             .get_table(name)
             .ok_or_else(|| ServiceError::NotFound(format!("table {name:?}")))
     }
@@ -117,11 +116,11 @@ impl CatalogService {
     /// left out), for `users` the stored users.
     pub async fn list_tables(&self) -> Result<Vec<Value>, ServiceError> {
         let mut listed = Vec::new();
-        for table in self.engine.tables() {
+        for table in self.catalog.tables() {
             let rows = match table.table_name.as_str() {
                 USERS_TABLE => {
-                    let engine = self.engine.clone();
-                    tokio::task::spawn_blocking(move || engine.count_users())
+                    let catalog = self.catalog.clone();
+                    tokio::task::spawn_blocking(move || catalog.count_users())
                         .await
                         .map_err(|error| ServiceError::Internal(error.to_string()))??
                 }
@@ -136,7 +135,7 @@ impl CatalogService {
 
     /// Deletes a table's record and its rows on every shard.
     pub async fn delete_table(&self, name: &str) -> Result<(), ServiceError> {
-        self.engine.delete_table(name).await?;
+        self.catalog.delete_table(name).await?;
         self.replication
             .replicate(vec![CatalogChange::DeleteTable { name: name.to_owned() }])
             .await
@@ -152,10 +151,10 @@ impl CatalogService {
         to: FieldType,
         force: bool,
     ) -> Result<Remap, ServiceError> {
-        if !self.engine.has_table(table) {
+        if !self.catalog.has_table(table) {
             return Err(ServiceError::NotFound(format!("table {table:?}")));
         }
-        let remap = self.engine.remap_field(table, field, to, force).await?;
+        let remap = self.catalog.remap_field(table, field, to, force).await?;
         if remap.applied {
             let change = CatalogChange::RemapField {
                 table: table.to_owned(),
@@ -185,7 +184,7 @@ impl CatalogService {
     ) -> Result<Vec<Result<Row, ServiceError>>, ServiceError> {
         let sent = self.replication.is_on().then(|| rows.clone());
         let results: Vec<Result<Row, ServiceError>> = self
-            .engine
+            .catalog
             .upsert_rows(kind, rows)
             .await
             .into_iter()
@@ -221,7 +220,7 @@ impl CatalogService {
         id: &str,
         patch: Map<String, Value>,
     ) -> Result<Row, ServiceError> {
-        let stored = self.engine.patch_row(kind, table, id, patch).await?;
+        let stored = self.catalog.patch_row(kind, table, id, patch).await?;
         if self.replication.is_on() {
             let change = replicated_row(kind, Value::Object(stored.clone()), &stored);
             self.replication.replicate(vec![change]).await?;
@@ -231,12 +230,12 @@ impl CatalogService {
 
     /// An item as stored, soft-deleted ones included.
     pub fn get_item(&self, table: &str, id: &str) -> Result<Row, ServiceError> {
-        Ok(self.engine.get_item(table, id)?)
+        Ok(self.catalog.get_item(table, id)?)
     }
 
     /// Soft-deletes an item, or removes it (`purge`).
     pub async fn delete_item(&self, table: &str, id: &str, purge: bool) -> Result<(), ServiceError> {
-        self.engine.delete_item(table, id, purge).await?;
+        self.catalog.delete_item(table, id, purge).await?;
         let change = CatalogChange::DeleteItem {
             table: table.to_owned(),
             id: id.to_owned(),
@@ -259,7 +258,7 @@ impl CatalogService {
 
     /// A user's stored row.
     pub fn get_user(&self, uid: &str) -> Result<Row, ServiceError> {
-        Ok(self.engine.get_user(uid)?)
+        Ok(self.catalog.get_user(uid)?)
     }
 }
 

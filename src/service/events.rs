@@ -105,7 +105,7 @@ impl EventService {
     /// A user's live state as JSON fields and their stored profile (without its
     /// reserved fields); `NotFound` when they have neither.
     pub async fn user_snapshot(&self, uid: &str) -> Result<(Map<String, Value>, Map<String, Value>), ServiceError> {
-        let profile = match self.engine.get_user(uid) {
+        let profile = match self.engine.catalog().get_user(uid) {
             Ok(mut row) => {
                 for reserved in ["uid", "_table", "created_at", "updated_at", "is_deleted"] {
                     row.remove(reserved);

@@ -40,7 +40,6 @@ use crate::domain::rules::Rules;
 use crate::embed::Lane;
 use crate::embed::SharedEmbedder;
 use crate::engine::catalog::ItemReader;
-use crate::engine::Engine;
 use crate::ranking::rules;
 use crate::ranking::{
     affinity_by_attribute, explain_affinity, feature_vectors, Feature, FeatureVector, Placed, RankContext, FEATURES,
@@ -132,8 +131,8 @@ pub struct Reranked {
 
 /// Personalized full-text search and rerank.
 pub struct SearchService {
-    /// Live state and the catalog's rows.
-    pub(super) engine: Arc<Engine>,
+    /// The catalog's rows and features.
+    pub(super) items: Arc<ItemReader>,
     /// The catalog's full-text index.
     pub(super) index: Arc<SearchIndex>,
     /// Query vectors, and words read by meaning.
@@ -150,7 +149,7 @@ pub struct SearchService {
 
 impl SearchService {
     pub fn new(
-        engine: Arc<Engine>,
+        items: Arc<ItemReader>,
         index: Arc<SearchIndex>,
         embedder: SharedEmbedder,
         training: Arc<Training>,
@@ -158,7 +157,7 @@ impl SearchService {
         words: Arc<Vocabulary>,
     ) -> SearchService {
         SearchService {
-            engine,
+            items,
             index,
             embedder,
             training,
@@ -221,7 +220,7 @@ impl SearchService {
             None => RankContext::default(),
         };
         self.ranking.apply_embedded_events(&mut context, &request.events);
-        let items = self.engine.items();
+        let items = &self.items;
         let candidates = hits
             .iter()
             .map(|hit| {
@@ -500,7 +499,7 @@ impl SearchService {
         let model = self.ranking.model(&model_id)?;
         let mut ids = ids;
         if leaves_out_deleted(model.as_ref(), include_deleted) {
-            let items = self.engine.items();
+            let items = &self.items;
             let mut kept = Vec::with_capacity(ids.len());
             for id in ids {
                 if !items.features(&id)?.is_some_and(|features| features.deleted) {
@@ -515,7 +514,7 @@ impl SearchService {
             .rank_context(user_id, session_id, search_context, Profile::Made)
             .await;
         self.ranking.apply_embedded_events(&mut context, &events);
-        let items = self.engine.items();
+        let items = &self.items;
         let candidates = ids
             .iter()
             .map(|id| {

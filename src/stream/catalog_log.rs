@@ -32,7 +32,7 @@ use crate::domain::catalog::{FieldType, Relation};
 use crate::domain::experiment::StoredExperiment;
 use crate::engine::catalog::RowKind;
 use crate::engine::conversation::Conversations;
-use crate::engine::Engine;
+use crate::engine::{Catalog, Engine};
 use crate::engine::Purger;
 use crate::experiments::{ExperimentError, Experiments};
 
@@ -385,8 +385,8 @@ enum Failure {
 
 async fn apply(replica: &Replica, change: CatalogChange) -> Result<(), Failure> {
     use crate::engine::catalog::CatalogError;
-    let (engine, keys) = (&replica.engine, &replica.keys);
-    let catalog = |error: CatalogError| match error {
+    let (catalog, keys) = (replica.engine.catalog(), &replica.keys);
+    let refusal = |error: CatalogError| match error {
         CatalogError::Unavailable(reason) => Failure::Passing(reason),
         CatalogError::Storage(error) => Failure::Passing(error.to_string()),
         // Deleting what is already gone is done.
@@ -402,24 +402,24 @@ async fn apply(replica: &Replica, change: CatalogChange) -> Result<(), Failure> 
             name,
             description,
             relations,
-        } => engine
+        } => catalog
             .put_table(&name, description, relations)
             .await
             .map(drop)
-            .map_err(catalog),
-        CatalogChange::DeleteTable { name } => done_if_gone(engine.delete_table(&name).await.map_err(catalog)),
+            .map_err(refusal),
+        CatalogChange::DeleteTable { name } => done_if_gone(catalog.delete_table(&name).await.map_err(refusal)),
         CatalogChange::RemapField { table, field, to } => {
             // The node that took the remap checked it; here it applies as it did there.
-            engine
+            catalog
                 .remap_field(&table, &field, to, true)
                 .await
                 .map(drop)
-                .map_err(catalog)
+                .map_err(refusal)
         }
-        CatalogChange::UpsertItem { row, .. } => upsert(engine, RowKind::Item, row).await.map_err(catalog),
-        CatalogChange::UpsertUser { row, .. } => upsert(engine, RowKind::User, row).await.map_err(catalog),
+        CatalogChange::UpsertItem { row, .. } => upsert(catalog, RowKind::Item, row).await.map_err(refusal),
+        CatalogChange::UpsertUser { row, .. } => upsert(catalog, RowKind::User, row).await.map_err(refusal),
         CatalogChange::DeleteItem { table, id, purge } => {
-            done_if_gone(engine.delete_item(&table, &id, purge).await.map_err(catalog))
+            done_if_gone(catalog.delete_item(&table, &id, purge).await.map_err(refusal))
         }
         CatalogChange::DeleteUser { uid, sessions } => forget_user(replica, &uid, sessions).await,
         CatalogChange::PutKey { key } => keys
@@ -449,8 +449,8 @@ fn experiment_failure(error: ExperimentError) -> Failure {
     }
 }
 
-async fn upsert(engine: &Engine, kind: RowKind, row: Value) -> Result<(), crate::engine::catalog::CatalogError> {
-    engine
+async fn upsert(catalog: &Catalog, kind: RowKind, row: Value) -> Result<(), crate::engine::catalog::CatalogError> {
+    catalog
         .upsert_replicated_rows(kind, vec![row])
         .await
         .pop()

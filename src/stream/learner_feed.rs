@@ -22,7 +22,7 @@ use super::consumer::decode;
 use super::{client_config, SharedStats, StreamError};
 use crate::config::{EventFormat, KafkaConfig};
 use crate::domain::event::SequencedEvent;
-use crate::engine::Engine;
+use crate::engine::catalog::ItemReader;
 use crate::topology::{shard_for, ShardId};
 use crate::training::Training;
 
@@ -79,7 +79,7 @@ pub fn follow_other_partitions(
     config: &KafkaConfig,
     local: &[ShardId],
     shard_count: u16,
-    engine: Arc<Engine>,
+    items: Arc<ItemReader>,
     learner: Arc<Training>,
     stats: SharedStats,
     shutdown: CancellationToken,
@@ -163,7 +163,7 @@ pub fn follow_other_partitions(
                 if shard_for(event.routing_key().as_bytes(), shard_count) != partition {
                     continue;
                 }
-                let attributes = engine.items().affinity_attributes(&event);
+                let attributes = items.affinity_attributes(&event);
                 learn.push(Arc::new(SequencedEvent {
                     source: learner_source(topic_index, partition, shard_count),
                     seq: (message.offset() + 1) as u64,

@@ -141,6 +141,8 @@ impl ShardHost {
             if owner == self.shard {
                 self.absorb(stitched);
             } else {
+                // Not awaited: two hosts stitching into each other would wait on each
+                // other. Bounded like the batch it came with (it holds `done`).
                 self.router.host(owner).do_send(AbsorbSession(stitched));
             }
         }

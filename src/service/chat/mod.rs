@@ -38,6 +38,8 @@ use crate::chat::reply::{answer_about, compose, describe, ItemFacts, TurnFinding
 use crate::config::ChatConfig;
 use crate::domain::live_state::availability;
 use crate::engine::conversation::{ConversationSettings, Conversations, RecordTurn, ShownItem, Turn};
+use crate::clock::SharedClock;
+use crate::engine::catalog::ItemReader;
 use crate::engine::Engine;
 use retrieval::ListFinds;
 
@@ -56,8 +58,10 @@ pub struct ChatService {
     config: ChatConfig,
     /// Writes replies when an LLM is configured (the composed reply is the fallback).
     llm: Option<Arc<dyn ReplyWriter>>,
-    /// The catalog read for chat, and the live state of the request's user/session.
-    engine: Arc<Engine>,
+    /// The catalog read for chat.
+    items: Arc<ItemReader>,
+    /// Turns are stamped with it.
+    clock: SharedClock,
     /// Free-text turns are personalized searches.
     search: Arc<SearchService>,
     /// Turns without free text rank the catalog with a model.
@@ -93,7 +97,8 @@ pub fn start_conversations(engine: &Engine, config: &ChatConfig) -> Arc<Conversa
 
 /// What a chat turn reads besides its own parts.
 pub struct ChatReads {
-    pub engine: Arc<Engine>,
+    pub items: Arc<ItemReader>,
+    pub clock: SharedClock,
     pub search: Arc<SearchService>,
     pub ranking: Arc<RankingService>,
     pub words: Arc<Vocabulary>,
@@ -108,7 +113,8 @@ impl ChatService {
         reads: ChatReads,
     ) -> ChatService {
         let ChatReads {
-            engine,
+            items,
+            clock,
             search,
             ranking,
             words,
@@ -117,7 +123,8 @@ impl ChatService {
             conversations,
             llm,
             config: config.clone(),
-            engine,
+            items,
+            clock,
             search,
             ranking,
             words,
@@ -287,7 +294,7 @@ impl ChatService {
                 })
                 .collect(),
             about,
-            at: self.engine.now_millis(),
+            at: self.clock.now_millis(),
         };
         let record = RecordTurn {
             turn,
@@ -390,17 +397,17 @@ impl ChatService {
     /// change, turns go on with the copy they have while a new one is read in the
     /// background (as the search index follows the catalog near-real-time).
     async fn chat_catalog(&self) -> Result<Arc<ChatCatalog>, ServiceError> {
-        let version = self.engine.items().version();
+        let version = self.items.version();
         let cached = self.catalog.lock().clone();
         if let Some(catalog) = &cached {
             if catalog.version != version && !self.refreshing.swap(true, Ordering::AcqRel) {
-                let (engine, slot, refreshing) = (
-                    Arc::clone(&self.engine),
+                let (items, slot, refreshing) = (
+                    Arc::clone(&self.items),
                     Arc::clone(&self.catalog),
                     Arc::clone(&self.refreshing),
                 );
                 tokio::task::spawn_blocking(move || {
-                    match read_catalog(&engine) {
+                    match read_catalog(&items) {
                         Ok(catalog) => *slot.lock() = Some(Arc::new(catalog)),
                         Err(error) => {
                             tracing::warn!(%error, "re-reading the catalog for chat failed; keeping the last copy")
@@ -411,8 +418,8 @@ impl ChatService {
             }
             return Ok(catalog.clone());
         }
-        let engine = Arc::clone(&self.engine);
-        let catalog = tokio::task::spawn_blocking(move || read_catalog(&engine))
+        let items = Arc::clone(&self.items);
+        let catalog = tokio::task::spawn_blocking(move || read_catalog(&items))
             .await
             .map_err(|error| ServiceError::Internal(format!("reading the catalog failed: {error}")))??;
         let catalog = Arc::new(catalog);
@@ -422,8 +429,7 @@ impl ChatService {
 }
 
 /// Reads every stored item for chat.
-fn read_catalog(engine: &Engine) -> Result<ChatCatalog, ServiceError> {
-    let items = engine.items();
+fn read_catalog(items: &ItemReader) -> Result<ChatCatalog, ServiceError> {
     let version = items.version();
     let mut rows = Vec::new();
     items

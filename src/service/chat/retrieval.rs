@@ -128,7 +128,7 @@ impl ChatService {
             }
         }
         let matched = passing.len();
-        let items = self.engine.items();
+        let items = &self.items;
         let candidates = passing
             .iter()
             .map(|item| {
@@ -143,7 +143,7 @@ impl ChatService {
             .similar_to
             .iter()
             .map(|id| EmbeddedEvent {
-                timestamp: self.engine.now_millis(),
+                timestamp: self.clock.now_millis(),
                 event_type: "click".to_owned(),
                 item_id: Some(id.clone()),
                 description: None,
@@ -279,7 +279,7 @@ impl ChatService {
                 }
             }
         }
-        let items = self.engine.items();
+        let items = &self.items;
         for event in &request.events {
             let Some(id) = event.item_id.as_deref() else { continue };
             let row = match items.find(id, None) {
