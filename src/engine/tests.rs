@@ -210,6 +210,50 @@ async fn an_unreadable_snapshot_is_rebuilt_from_the_event_log() {
     node.stop();
 }
 
+/// A copy of an event that arrives while the first copy is being written (the REST
+/// call and the consumer reading the REST topic) is a duplicate only once the first is
+/// stored; when that write fails, the copy fails too and a retry stores the event. An
+/// earlier answer let a consumer move its offset past an event a failed write lost.
+#[actix_rt::test]
+async fn a_copy_in_flight_is_a_duplicate_only_once_the_first_is_stored() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(dir.path(), None);
+    let event = click("e1", "s1", Some("u1"), "p1");
+    node.storage.faults().fail_key_writes(Cf::Events, &[]);
+    node.storage.faults().hold_writes(true);
+    let mut first = Box::pin(node.engine.ingest(vec![event.clone()]));
+    let early = tokio::time::timeout(Duration::from_millis(100), &mut first).await;
+    assert!(early.is_err(), "held writes answered: {early:?}");
+    let mut copy = Box::pin(node.engine.ingest(vec![event.clone()]));
+    let early = tokio::time::timeout(Duration::from_millis(200), &mut copy).await;
+    assert!(early.is_err(), "the copy was answered before the first was stored: {early:?}");
+    node.storage.faults().hold_writes(false);
+    let (first, copy) = futures::join!(first, copy);
+    assert!(first[0].is_err(), "{first:?}");
+    assert!(
+        matches!(&copy[0], Err(LiveStateError::Unavailable(reason)) if reason.contains("earlier copy")),
+        "{copy:?}"
+    );
+    node.storage.faults().clear_key_writes();
+    let retried = node.engine.ingest(vec![event.clone()]).await;
+    assert_eq!(retried[0].as_ref().ok(), Some(&false), "{retried:?}");
+
+    // Stored: a copy in flight is a duplicate, answered after the first is stored.
+    let second = click("e2", "s1", Some("u1"), "p2");
+    node.storage.faults().hold_writes(true);
+    let mut first = Box::pin(node.engine.ingest(vec![second.clone()]));
+    assert!(tokio::time::timeout(Duration::from_millis(100), &mut first).await.is_err());
+    let mut copy = Box::pin(node.engine.ingest(vec![second.clone(), event]));
+    assert!(tokio::time::timeout(Duration::from_millis(200), &mut copy).await.is_err());
+    node.storage.faults().hold_writes(false);
+    let (first, copy) = futures::join!(first, copy);
+    assert_eq!(first[0].as_ref().ok(), Some(&false), "{first:?}");
+    let copy: Vec<_> = copy.into_iter().map(Result::ok).collect();
+    assert_eq!(copy, vec![Some(true), Some(true)]);
+    node.stop();
+}
+
 #[actix_rt::test]
 async fn read_errors_are_errors_not_absence() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::{Cf, StorageError};
 
@@ -14,6 +14,9 @@ pub struct Faults {
     reads: AtomicU32,
     /// Writes (and deletes) of keys under these prefixes fail, alone or in a batch.
     key_writes: Mutex<Vec<(Cf, Vec<u8>)>>,
+    /// While set, batch writes wait before they are written (or fail).
+    held: Mutex<bool>,
+    released: Condvar,
 }
 
 impl Faults {
@@ -31,6 +34,21 @@ impl Faults {
     /// Those writes succeed again.
     pub fn clear_key_writes(&self) {
         self.key_writes.lock().clear();
+    }
+
+    /// From now on, batch writes wait (a slow disk) until released with `false`.
+    pub fn hold_writes(&self, hold: bool) {
+        *self.held.lock() = hold;
+        if !hold {
+            self.released.notify_all();
+        }
+    }
+
+    pub(super) fn wait_while_held(&self) {
+        let mut held = self.held.lock();
+        while *held {
+            self.released.wait(&mut held);
+        }
     }
 
     pub(super) fn check_key(&self, cf: Cf, key: &[u8]) -> Result<(), StorageError> {

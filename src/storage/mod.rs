@@ -482,6 +482,8 @@ impl Batch<'_> {
 
     fn write(self, options: &WriteOptions) -> Result<(), StorageError> {
         #[cfg(test)]
+        self.storage.faults.wait_while_held();
+        #[cfg(test)]
         if let Some(injected) = self.injected {
             return Err(injected);
         }

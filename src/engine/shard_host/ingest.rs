@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use super::super::live_entry::{completion, Completion, Session, User};
 use super::super::LiveStateError;
 use super::messages::{AbsorbSession, Ingest, RouteSessions};
-use super::{PendingIngest, ShardHost};
+use super::{PendingIngest, ShardHost, StoredSignal};
 use crate::domain::event::{encode_stored, Event, SequencedEvent};
 use crate::storage::{layout, Cf, Op, StorageError};
 use crate::topology::ShardId;
@@ -49,6 +49,7 @@ impl ShardHost {
                     sequenced.push(self.sequence(seq, event));
                 }
             }
+            let _ = pending.stored.send(result.as_ref().map(drop).map_err(ToString::to_string));
             replies.push(pending.reply);
         }
         if let Some(last) = sequenced.last() {
@@ -210,12 +211,27 @@ impl Handler<Ingest> for ShardHost {
         let mut accepted = Vec::with_capacity(events.len());
         // An event is three writes: its log entry, its id and its user's index.
         let mut ops = Vec::with_capacity(3 * events.len());
+        // The copies accepted earlier and not yet stored: this answer waits for them.
+        let mut earlier: Vec<StoredSignal> = Vec::new();
+        let (stored_sender, stored_signal) = oneshot::channel();
+        let stored_signal: StoredSignal = stored_signal
+            .map(|told| told.unwrap_or_else(|_| Err("the shard host stopped".into())))
+            .boxed()
+            .shared();
         for ((event, stored), id_key) in events.into_iter().zip(stored).zip(id_keys) {
-            let duplicate = stored.is_some() || !self.ids_in_flight.insert(event.id.clone());
-            duplicates.push(duplicate);
-            if duplicate {
+            if stored.is_some() {
+                duplicates.push(true);
                 continue;
             }
+            if let Some(first) = self.ids_in_flight.get(&event.id) {
+                if !earlier.iter().any(|known| known.ptr_eq(first)) {
+                    earlier.push(first.clone());
+                }
+                duplicates.push(true);
+                continue;
+            }
+            self.ids_in_flight.insert(event.id.clone(), stored_signal.clone());
+            duplicates.push(false);
             let seq = self.next_seq;
             self.next_seq += 1;
             let log_key = layout::event_log(self.shard, seq);
@@ -239,22 +255,38 @@ impl Handler<Ingest> for ShardHost {
             });
             accepted.push((seq, event));
         }
-        if accepted.is_empty() {
+        if accepted.is_empty() && earlier.is_empty() {
             return Box::pin(ready(Ok(duplicates)));
         }
-        let (reply, durable) = oneshot::channel();
-        self.pending.push(PendingIngest {
-            events: accepted,
-            ops,
-            reply,
-        });
-        if !self.commit_in_flight {
-            self.flush(context);
-        }
-        Box::pin(async move {
+        let durable = (!accepted.is_empty()).then(|| {
+            let (reply, durable) = oneshot::channel();
+            self.pending.push(PendingIngest {
+                events: accepted,
+                ops,
+                stored: stored_sender,
+                reply,
+            });
+            if !self.commit_in_flight {
+                self.flush(context);
+            }
             durable
-                .await
-                .map_err(|_| LiveStateError::Unavailable("shard host stopped".into()))??;
+        });
+        Box::pin(async move {
+            // A copy is a duplicate only once the first is stored: answered sooner, a
+            // consumer would move its offset past an event that a failed write then
+            // loses.
+            for first in earlier {
+                first.await.map_err(|error| {
+                    LiveStateError::Unavailable(format!(
+                        "an earlier copy of an event of this batch could not be stored ({error}); retry"
+                    ))
+                })?;
+            }
+            if let Some(durable) = durable {
+                durable
+                    .await
+                    .map_err(|_| LiveStateError::Unavailable("shard host stopped".into()))??;
+            }
             Ok(duplicates)
         })
     }

@@ -24,7 +24,7 @@ mod recovery;
 mod router;
 mod state;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -83,8 +83,13 @@ pub struct HostHandles {
 struct PendingIngest {
     events: Vec<(u64, Event)>,
     ops: Vec<Op>,
+    /// Told once the batch's write returned (whether it is stored), before it is applied.
+    stored: oneshot::Sender<Result<(), String>>,
     reply: oneshot::Sender<Result<(), LiveStateError>>,
 }
+
+/// Resolves once an accepted event's write returned: `Ok` when it is stored, else why not.
+type StoredSignal = Shared<BoxFuture<'static, Result<(), String>>>;
 
 pub struct ShardHost {
     shard: ShardId,
@@ -104,8 +109,9 @@ pub struct ShardHost {
     /// Accepted events waiting for the commit in flight to finish.
     pending: Vec<PendingIngest>,
     commit_in_flight: bool,
-    /// Ids accepted but not yet durable, so a quick retry is recognised too.
-    ids_in_flight: HashSet<String>,
+    /// Ids accepted but not yet durable, so a quick retry is recognised too; a copy
+    /// that arrives meanwhile is answered once the first is stored (never before).
+    ids_in_flight: HashMap<String, StoredSignal>,
     sessions: Registry<Session>,
     users: Registry<User>,
     /// Per source shard, the lowest sequence of an event whose live state could not
@@ -154,7 +160,7 @@ impl ShardHost {
             last_applied: 0,
             pending: Vec::new(),
             commit_in_flight: false,
-            ids_in_flight: HashSet::new(),
+            ids_in_flight: HashMap::new(),
             sessions: Registry::new(),
             users: Registry::new(),
             unapplied: BTreeMap::new(),
