@@ -35,6 +35,31 @@ pub struct Config {
     pub embed: EmbedConfig,
     /// Which node of the topology this process is.
     pub node: NodeConfig,
+    /// Cluster mode: standby replicas and failure detection.
+    pub cluster: ClusterConfig,
+}
+
+/// How a cluster keeps its shards served when a node is lost.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Standby replicas of each shard, each on another node than its owner (fewer when
+    /// the topology has fewer other nodes).
+    pub standby_replicas: u16,
+    /// How long a node may go without a heartbeat before it is declared down, in ms;
+    /// 0 turns automatic failover off (failure is then the operator's to act on).
+    /// Heartbeats go every fifth of it (every 2 s at 0).
+    pub failure_timeout_ms: u64,
+}
+
+impl ClusterConfig {
+    /// The timeout the membership view judges nodes by (10 s when failover is off).
+    pub fn membership_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(match self.failure_timeout_ms {
+            0 => 10_000,
+            timeout => timeout,
+        })
+    }
 }
 
 /// This process's place in the topology.
@@ -83,6 +108,8 @@ pub struct KafkaConfig {
     pub changelog_topic: String,
     /// Compacted one-partition topic of the topologies `cluster apply` published.
     pub topology_topic: String,
+    /// Compacted one-partition topic of the nodes' heartbeats (keyed by node id).
+    pub membership_topic: String,
     /// Extra librdkafka properties for the consumer and producers (security, SASL, ...).
     pub client: BTreeMap<String, String>,
 }
@@ -446,6 +473,12 @@ impl Config {
         }
         if embed.embed_items_at_ingest && embed.item_text_fields.is_empty() {
             problems.push("embed.embed_items_at_ingest is on but embed.item_text_fields is empty".to_owned());
+        }
+        if self.cluster.failure_timeout_ms != 0 && self.cluster.failure_timeout_ms < 1000 {
+            problems.push(format!(
+                "cluster.failure_timeout_ms must be 0 (off) or >= 1000, not {}",
+                self.cluster.failure_timeout_ms
+            ));
         }
         if self.auth.default_rate_per_sec == 0 {
             problems.push("auth.default_rate_per_sec must be > 0".to_owned());

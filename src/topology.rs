@@ -157,7 +157,7 @@ impl Topology {
     }
 }
 
-/// What a shard of this node is doing in a live move (see `service::moves`).
+/// What a shard of this node is doing in a live move (see `service::cluster::moves`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {

@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use rankstream::api::Peers;
 use rankstream::config::Config;
 use rankstream::stream::topics::{cluster_topics, create_topics, partition_lags, TopicOutcome};
-use rankstream::stream::topology_log::{self, Applied};
+use rankstream::stream::cluster::topology_log::{self, Applied};
 use rankstream::topology::{Node, ShardId, Topology};
 use serde_json::{json, Value};
 
@@ -81,10 +81,10 @@ async fn apply(args: &ClusterArgs) -> anyhow::Result<()> {
     let kafka = &config.kafka;
     let spec = cluster_topics(kafka, topology.shards)
         .into_iter()
-        .filter(|spec| spec.name == kafka.topology_topic || spec.name == kafka.changelog_topic)
+        .filter(|spec| [&kafka.topology_topic, &kafka.changelog_topic, &kafka.membership_topic].contains(&&spec.name))
         .collect::<Vec<_>>();
-    // A cluster made before topologies were published lacks the topology topic; the
-    // changelog's partition count is the cluster's shard count.
+    // A cluster made before topologies (or heartbeats) were published lacks their
+    // topics; the changelog's partition count is the cluster's shard count.
     create_topics(kafka, &spec, 1)
         .await
         .with_context(|| format!("checking the cluster's topics on {}", kafka.brokers))?;
@@ -203,7 +203,27 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
             "forward_failures": cluster["forward_failures"],
             "replication": cluster["replication"],
             "kafka": stats.as_ref().map_or(Value::Null, |stats| stats["kafka"].clone()),
+            "cluster_members": cluster["members"],
         }));
+    }
+    // The cluster's own verdict on each node, by heartbeats: the view of the first node
+    // that answered its stats. A node is up when it answers and its heartbeats arrive.
+    let members = nodes
+        .iter()
+        .find_map(|node| node["cluster_members"].as_array().cloned())
+        .unwrap_or_default();
+    for node in &mut nodes {
+        let heard = members
+            .iter()
+            .find(|member| member["id"] == node["id"])
+            .map_or(Value::Null, |member| member["health"].clone());
+        if heard == "down" {
+            node["health"] = json!("down");
+        }
+        node["heartbeat"] = heard;
+        if let Some(object) = node.as_object_mut() {
+            object.remove("cluster_members");
+        }
     }
     let inputs: Vec<String> = config.kafka.inputs.iter().map(|input| input.topic.clone()).collect();
     let lags = partition_lags(&config.kafka, &inputs, i32::from(topology.shards))
@@ -274,8 +294,8 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
         }
     }
     println!(
-        "{:10} {:22} {:6} {:12} {:12} {:>10} {:>9} {:>16} {:>14}",
-        "node", "http", "health", "shards", "serving", "forwarded", "failures", "replication_lag", "catalog_log"
+        "{:10} {:22} {:6} {:9} {:12} {:12} {:>10} {:>9} {:>16} {:>14}",
+        "node", "http", "health", "heartbeat", "shards", "serving", "forwarded", "failures", "replication_lag", "catalog_log"
     );
     for node in &nodes {
         let text = |value: &Value| match value {
@@ -295,10 +315,11 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
             _ => "-".to_owned(),
         };
         println!(
-            "{:10} {:22} {:6} {:12} {:12} {:>10} {:>9} {:>16} {:>14}",
+            "{:10} {:22} {:6} {:9} {:12} {:12} {:>10} {:>9} {:>16} {:>14}",
             text(&node["id"]),
             text(&node["http"]),
             text(&node["health"]),
+            text(&node["heartbeat"]),
             text(&node["shards"]),
             text(&node["serving"]),
             text(&node["forwarded"]),

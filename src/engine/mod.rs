@@ -13,14 +13,13 @@ mod backup;
 pub mod catalog;
 mod catalog_calls;
 mod catalog_shard;
+mod cluster;
 pub mod conversation;
 mod forget;
 mod live_entry;
 mod live_state_error;
 mod purge;
-mod session_claims;
 mod shard_host;
-mod shard_moves;
 mod signal_board;
 
 use std::future::Future;
@@ -50,7 +49,7 @@ pub use shard_host::Projection;
 use shard_host::{
     CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost,
 };
-pub use shard_moves::{HeldShards, ShardExport};
+pub use cluster::handover::{HeldShards, ShardExport};
 use signal_board::SignalBoard;
 
 /// The running engine of one node.
@@ -80,7 +79,7 @@ pub struct Engine {
     arbiters: parking_lot::Mutex<Vec<Arbiter>>,
     clock: SharedClock,
     /// Cluster mode: sessions claimed from and granted to the other nodes.
-    claiming: session_claims::Claiming,
+    claiming: cluster::session_claims::Claiming,
     /// Hears of each new click and conversion that carries a `rec_id` (experiments).
     outcomes: OnceLock<Arc<dyn OutcomeObserver>>,
 }
@@ -281,7 +280,7 @@ impl Engine {
             live,
             clock,
             arbiters: parking_lot::Mutex::new(arbiters),
-            claiming: session_claims::Claiming::default(),
+            claiming: cluster::session_claims::Claiming::default(),
             outcomes: OnceLock::new(),
         })
     }

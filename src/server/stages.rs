@@ -36,7 +36,7 @@ use crate::service::embed::EmbedService;
 use crate::service::events::EventService;
 use crate::service::experiments::ExperimentService;
 use crate::service::forget::ForgetService;
-use crate::service::moves::{phases_at_start, Mover};
+use crate::service::cluster::moves::{phases_at_start, Mover};
 use crate::service::recommend::RankingService;
 use crate::service::search::SearchService;
 use crate::service::vocabulary::Vocabulary;
@@ -44,7 +44,10 @@ use crate::service::{RankingStats, Services};
 use crate::storage::{Settings, Storage};
 use crate::stream::catalog_log::{follow_catalog_log, CatalogLog, Replica};
 use crate::stream::learner_feed::{follow_other_partitions, FeedControl};
-use crate::stream::{start_consumer, topology_log, ConsumerControl, EventProducer, Producer, SharedStats};
+use crate::service::cluster::membership::{send_heartbeats, track};
+use crate::stream::cluster::membership::{self as membership_log, HeartbeatSender};
+use crate::stream::cluster::topology_log;
+use crate::stream::{start_consumer, ConsumerControl, EventProducer, Producer, SharedStats};
 use crate::topology::{Ownership, Topology};
 use crate::training::Training;
 
@@ -113,7 +116,7 @@ impl Seat {
             Err(error) => return Err(error.into()),
         };
         let ownership = Ownership::new(&me, epoch, current, &[]);
-        let cluster = Arc::new(Cluster::new(ownership.clone(), clustered, &config.node));
+        let cluster = Arc::new(Cluster::new(ownership.clone(), clustered, &config.node, &config.cluster));
         Ok(Seat {
             topology,
             clustered,
@@ -410,6 +413,24 @@ impl ClusterStage {
             }
             false => None,
         };
+        // In a cluster, every node heartbeats and follows the others' heartbeats.
+        if seat.clustered {
+            let membership = cluster.membership.clone();
+            let sender = HeartbeatSender::new(kafka, membership.timeout() / 4)?;
+            tasks.spawn(
+                "heartbeats",
+                send_heartbeats(
+                    sender,
+                    seat.ownership.clone(),
+                    membership.clone(),
+                    engine.clock.clone(),
+                    shutdown.clone(),
+                ),
+            );
+            let (heartbeats, following) = membership_log::follow(kafka, cluster.me(), shutdown.clone())?;
+            tasks.adopt("membership log follower", following);
+            tasks.spawn("membership", track(membership, heartbeats));
+        }
         // In a cluster, shards move live as the topology log says.
         if seat.clustered {
             let mover = Mover {

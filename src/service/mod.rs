@@ -38,7 +38,6 @@ pub mod events;
 pub mod experiments;
 pub mod forget;
 pub mod modules;
-pub mod moves;
 pub mod recommend;
 pub mod search;
 mod search_reading;

@@ -136,7 +136,7 @@ pub struct ReplicationStats {
     /// The log's end when this node started following it.
     pub end_at_start: AtomicI64,
     /// Whether this node has read the log up to `end_at_start`: a node that joins with
-    /// an empty data directory takes no shard over before it has (see `service::moves`).
+    /// an empty data directory takes no shard over before it has (see `service::cluster::moves`).
     pub caught_up: watch::Sender<bool>,
 }
 

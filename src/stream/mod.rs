@@ -5,12 +5,11 @@
 //! (acks=all) before their 202. Malformed messages go to a dead-letter topic.
 
 pub mod catalog_log;
-pub mod changelog;
+pub mod cluster;
 mod consumer;
 pub mod learner_feed;
 mod producer;
 pub mod topics;
-pub mod topology_log;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -36,8 +36,8 @@ pub enum TopicOutcome {
 
 /// Every topic a cluster of `shards` shards needs: the input topics and the REST topic
 /// (one partition per shard), dead letters (likewise), the catalog log (one partition,
-/// compacted), the live-state changelog (one partition per shard, compacted) and the
-/// topology log (one partition, compacted).
+/// compacted), the live-state changelog (one partition per shard, compacted), the
+/// topology log and the membership log (one partition each, compacted).
 pub fn cluster_topics(config: &KafkaConfig, shards: u16) -> Vec<TopicSpec> {
     let per_shard = |name: &str, compact| TopicSpec {
         name: name.to_owned(),
@@ -63,6 +63,11 @@ pub fn cluster_topics(config: &KafkaConfig, shards: u16) -> Vec<TopicSpec> {
     add(per_shard(&config.changelog_topic, true));
     add(TopicSpec {
         name: config.topology_topic.clone(),
+        partitions: 1,
+        compact: true,
+    });
+    add(TopicSpec {
+        name: config.membership_topic.clone(),
         partitions: 1,
         compact: true,
     });

@@ -334,9 +334,18 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
         assert_eq!(reply.0, StatusCode::NOT_FOUND, "{sid} after the deletion: {}", reply.1);
     }
 
+    // Every node hears every node's heartbeats.
+    let members = |node: &TestServer| node.admin_get(STATS).1["cluster"]["members"].clone();
+    for node in &cluster.nodes {
+        let view = members(node);
+        let health: Vec<&str> = view.as_array().unwrap().iter().map(|m| m["health"].as_str().unwrap()).collect();
+        assert_eq!(health, ["up", "up", "up"], "{view}");
+    }
+
     // Node c dies: its keys answer 503 with Retry-After on every other node, all
     // others keep working.
     cluster.nodes[2].kill();
+    let killed = std::time::Instant::now();
     let (mut down, mut up) = (0, 0);
     for u in (0..USERS).step_by(41) {
         let uid = format!("u{u}");
@@ -379,6 +388,20 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
             _ => assert_eq!(reply.0, 202, "{}", reply.1),
         }
     }
+
+    // The others declare c down once they have not heard of it for the failure
+    // timeout (10 s by default; heartbeats every 2 s), not before.
+    let verdict = loop {
+        let view = members(&cluster.nodes[0]);
+        if view[2]["health"] == "down" {
+            break killed.elapsed();
+        }
+        assert_eq!(view[2]["health"], "up", "{view}");
+        assert!(killed.elapsed() < Duration::from_secs(15), "c still up 15 s after its kill: {view}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(verdict >= Duration::from_secs(7), "c declared down {verdict:?} after its kill");
+    assert_eq!(members(&cluster.nodes[1])[2]["health"], "down");
 
     // Restarted, c has every acknowledged event once, and takes the retried ones.
     cluster.nodes[2].restart();

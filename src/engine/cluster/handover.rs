@@ -1,4 +1,4 @@
-//! Live shard moves, the engine's part (the protocol is `service::moves`): fencing a
+//! Live shard moves, the engine's part (the protocol is `service::cluster::moves`): fencing a
 //! shard, exporting what its next owner needs, dropping it once handed off, and
 //! importing it on the next owner.
 //!
@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use futures::future::join_all;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::shard_host::{NextSeq, PassivateKeys, TakeOver};
-use super::{mailbox_error, Engine, LiveStateError};
+use crate::engine::shard_host::{NextSeq, PassivateKeys, TakeOver};
+use crate::engine::{mailbox_error, Engine, LiveStateError};
 use crate::domain::live_state::LiveState;
 use crate::storage::layout::{self, StateKey};
 use crate::storage::{Cf, Op, StorageError};

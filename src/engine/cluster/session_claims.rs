@@ -15,8 +15,8 @@ use std::sync::{Arc, OnceLock};
 use futures::future::join_all;
 use serde_json::{json, Value};
 
-use super::shard_host::AdoptSession;
-use super::{mailbox_error, Engine, LiveStateError};
+use crate::engine::shard_host::AdoptSession;
+use crate::engine::{mailbox_error, Engine, LiveStateError};
 use crate::domain::event::Event;
 use crate::domain::live_state::LiveState;
 use crate::domain::live_state_id::LiveStateId;
@@ -25,7 +25,7 @@ use crate::storage::{layout, Cf};
 
 /// How this node claims sessions, and what claims did.
 #[derive(Default)]
-pub(super) struct Claiming {
+pub(in crate::engine) struct Claiming {
     /// Set once at assembly in a cluster; never on a single node.
     claims: OnceLock<Arc<dyn SessionClaims>>,
     /// Claims this node made (answered or not).
@@ -48,7 +48,7 @@ impl Engine {
 
     /// Claims, before `events` are ingested, the sessions they identify whose sid's
     /// shard another node owns and of which this node has no state yet.
-    pub(super) async fn claim_sessions(&self, events: &[Event]) {
+    pub(in crate::engine) async fn claim_sessions(&self, events: &[Event]) {
         let Some(claims) = self.claiming.claims.get() else {
             return;
         };

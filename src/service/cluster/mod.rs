@@ -4,22 +4,26 @@
 //! served by the node owning the shard its routing key hashes to (uid, else sid, else
 //! conversation id); the HTTP frontend forwards it there when that is another node.
 //! With one node, everything is local and nothing here costs a thing.
+//!
+//! Cluster mode's home: this folder decides (`placement`: where a key is served;
+//! `moves`: the live hand-off of shards between epochs; `membership`: which nodes
+//! are up, by their heartbeats); the engine's part is
+//! `engine::cluster` (fencing, export and import, session claims), the Kafka part
+//! `stream::cluster` (the changelog, the topology log and the membership log).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::topology::{Current, Node, Ownership, Phase, ShardId};
+use crate::topology::{Node, Ownership, Phase};
 
-/// Where a key's live state is served.
-#[derive(Debug, Clone)]
-pub enum KeyHome {
-    /// On this node (which may still be restoring the shard: see [`Cluster::wait_serving`]).
-    Local,
-    /// On another node, the owner of `shard`.
-    Remote { node: Node, shard: ShardId },
-}
+pub mod membership;
+pub mod moves;
+mod placement;
+
+use membership::Membership;
+pub use placement::KeyHome;
 
 /// This node's view of the cluster.
 pub struct Cluster {
@@ -34,6 +38,8 @@ pub struct Cluster {
     pub connect_timeout_ms: u64,
     /// Counters of forwarding.
     pub stats: ClusterStats,
+    /// Which nodes are up, by their heartbeats (fed in a cluster).
+    pub membership: Arc<Membership>,
 }
 
 /// Requests this node forwarded, and how they ended.
@@ -50,8 +56,14 @@ pub struct ClusterStats {
 impl Cluster {
     /// The cluster as `ownership` says, seen from its node; `clustered` when the node's
     /// topology file names several nodes.
-    pub fn new(ownership: Arc<Ownership>, clustered: bool, config: &crate::config::NodeConfig) -> Cluster {
+    pub fn new(
+        ownership: Arc<Ownership>,
+        clustered: bool,
+        config: &crate::config::NodeConfig,
+        failures: &crate::config::ClusterConfig,
+    ) -> Cluster {
         Cluster {
+            membership: Arc::new(Membership::new(failures.membership_timeout())),
             ownership,
             clustered,
             retry_after_s: config.retry_after_s,
@@ -88,40 +100,6 @@ impl Cluster {
             .collect()
     }
 
-    /// Where the live state of a routing key is served.
-    pub fn place(&self, key: &str) -> KeyHome {
-        if !self.is_multi_node() {
-            return KeyHome::Local;
-        }
-        let current = self.ownership.current();
-        self.place_in(&current, current.topology.shard_for(key.as_bytes()))
-    }
-
-    /// Where a shard's live state is served.
-    pub fn place_shard(&self, shard: ShardId) -> KeyHome {
-        self.place_in(&self.ownership.current(), shard)
-    }
-
-    fn place_in(&self, current: &Current, shard: ShardId) -> KeyHome {
-        match current.owner_of(shard) {
-            owner if owner.id == self.me() => KeyHome::Local,
-            owner => KeyHome::Remote {
-                node: owner.clone(),
-                shard,
-            },
-        }
-    }
-
-    /// For a key placed here: waits (until `until`) while its shard is still being
-    /// restored by a move; whether it is served here now.
-    pub async fn wait_serving(&self, key: &str, until: tokio::time::Instant) -> bool {
-        if !self.is_multi_node() {
-            return true;
-        }
-        let shard = self.ownership.current().topology.shard_for(key.as_bytes());
-        self.ownership.wait_serving(shard, until).await
-    }
-
     /// Counts a forward and how it ended.
     pub fn count_forward(&self, reached: bool) {
         self.stats.forwarded.fetch_add(1, Ordering::Relaxed);
@@ -153,6 +131,13 @@ impl Cluster {
             "local_shards": self.ownership.serving(),
             "moves": moving,
             "nodes": nodes,
+            "members": match self.clustered {
+                true => self.membership.to_json(
+                    current.topology.nodes.iter().map(|node| node.id.as_str()),
+                    tokio::time::Instant::now(),
+                ),
+                false => Value::Null,
+            },
             "forwarded": get(&self.stats.forwarded),
             "forward_failures": get(&self.stats.forward_failures),
             "received_forwards": get(&self.stats.received),

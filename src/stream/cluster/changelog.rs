@@ -22,8 +22,8 @@ use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use super::producer::Producer;
-use super::{client_config, StreamError};
+use crate::stream::producer::Producer;
+use crate::stream::{client_config, StreamError};
 use crate::config::KafkaConfig;
 use crate::engine::ShardExport;
 use crate::topology::ShardId;

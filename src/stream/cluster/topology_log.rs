@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::producer::Producer;
-use super::{client_config, StreamError};
+use crate::stream::producer::Producer;
+use crate::stream::{client_config, StreamError};
 use crate::config::KafkaConfig;
 
 /// How long a metadata or offsets request may take.
