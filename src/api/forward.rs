@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use super::routes::Forward;
 use super::{ApiError, ApiRequest, AppState, HttpResponse};
+use crate::service::cluster::transport::{PeerAnswer, PeerCall, PeerTransport};
 use crate::service::cluster::{Cluster, KeyHome};
 use crate::topology::Node;
 
@@ -164,6 +165,27 @@ impl Peers {
             Some((status, body))
         };
         tokio::time::timeout(limit, exchange).await.ok().flatten()
+    }
+}
+
+impl PeerTransport for Peers {
+    fn call(&self, http: &str, call: PeerCall) -> futures::future::BoxFuture<'static, Option<PeerAnswer>> {
+        let (peers, http) = (self.clone(), http.to_owned());
+        Box::pin(async move {
+            let method = Method::from_bytes(call.method.as_bytes()).ok()?;
+            let headers = call
+                .headers
+                .into_iter()
+                .map(|(name, value)| Some((HeaderName::from_bytes(name.as_bytes()).ok()?, HeaderValue::from_str(&value).ok()?)))
+                .collect::<Option<Vec<_>>>()?;
+            let (status, body) = peers
+                .request(&http, method, &call.path_and_query, headers, call.body, call.limit)
+                .await?;
+            Some(PeerAnswer {
+                status: status.as_u16(),
+                body,
+            })
+        })
     }
 }
 

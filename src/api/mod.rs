@@ -19,7 +19,6 @@ mod experiments;
 mod forward;
 mod image_fetch;
 mod openapi;
-mod peer_claims;
 mod protocol_errors;
 mod recommend;
 mod recommend_module;
@@ -57,7 +56,6 @@ pub use auth::{FailedAuth, RateLimits};
 pub use chat::LlmClient;
 pub use error::ApiError;
 pub use forward::Peers;
-pub use peer_claims::PeerClaims;
 pub use request_times::RequestTimes;
 use routes::{Matched, MethodRoute};
 

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::tasks::StageTasks;
 use super::{load_models, load_topology};
-use crate::api::{self, AppState, FailedAuth, LlmClient, PeerClaims, Peers, RateLimits, RequestTimes};
+use crate::api::{self, AppState, FailedAuth, LlmClient, Peers, RateLimits, RequestTimes};
+use crate::service::cluster::claims::PeerClaims;
 use crate::api_keys::KeyStore;
 use crate::clock::SharedClock;
 use crate::config::Config;
@@ -273,7 +274,11 @@ impl EngineStage {
         let phases = phases_at_start(me, &ownership.current().topology, &held);
         ownership.update(|current| current.phases = phases);
         if let Some((_, secret)) = &storage.node_key {
-            engine.set_session_claims(Arc::new(PeerClaims::new(cluster.clone(), secret)?));
+            engine.set_session_claims(Arc::new(PeerClaims::new(
+                cluster.clone(),
+                Arc::new(Peers::new(cluster.connect_timeout_ms)),
+                secret,
+            )));
         }
         let conversations = start_conversations(&engine, &config.chat);
         let search = open_search(config, &engine)?;

@@ -30,7 +30,7 @@ macro_rules! handler {
 
 mod table;
 
-pub use table::{INTERNAL_EVENTS_PATH, INTERNAL_SESSION_CLAIM_PATH, ROUTES};
+pub use table::{INTERNAL_EVENTS_PATH, ROUTES};
 
 /// Serves one method of one endpoint, once the request is routed, authorized and its
 /// body read.

@@ -13,7 +13,7 @@ use crate::api::{
 /// `/v1/internal/events`, which a node sends events of another node's shards to.
 pub const INTERNAL_EVENTS_PATH: &str = "/v1/internal/events";
 /// `/v1/internal/sessions/claim`, which a node claims another node's session at.
-pub const INTERNAL_SESSION_CLAIM_PATH: &str = "/v1/internal/sessions/claim";
+pub const INTERNAL_SESSION_CLAIM_PATH: &str = crate::service::cluster::claims::SESSION_CLAIM_PATH;
 
 /// How long `POST /v1/admin/models/retrain` may take (a rebuild, tuning included).
 const RETRAIN_TIMEOUT_MS: u64 = 30 * 60 * 1000;

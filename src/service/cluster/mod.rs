@@ -7,7 +7,8 @@
 //!
 //! Cluster mode's home: this folder decides (`placement`: where a key is served;
 //! `moves`: the live hand-off of shards between epochs; `membership`: which nodes
-//! are up, by their heartbeats); the engine's part is
+//! are up, by their heartbeats; `claims`: sessions claimed from their sid's owner,
+//! over the `transport` the HTTP frontend gives); the engine's part is
 //! `engine::cluster` (fencing, export and import, session claims), the Kafka part
 //! `stream::cluster` (the changelog, the topology log and the membership log).
 
@@ -18,9 +19,11 @@ use serde_json::{json, Value};
 
 use crate::topology::{Node, Ownership, Phase};
 
+pub mod claims;
 pub mod membership;
 pub mod moves;
 mod placement;
+pub mod transport;
 
 use membership::Membership;
 pub use placement::KeyHome;
