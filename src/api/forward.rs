@@ -176,7 +176,12 @@ impl PeerTransport for Peers {
             let headers = call
                 .headers
                 .into_iter()
-                .map(|(name, value)| Some((HeaderName::from_bytes(name.as_bytes()).ok()?, HeaderValue::from_str(&value).ok()?)))
+                .map(|(name, value)| {
+                    Some((
+                        HeaderName::from_bytes(name.as_bytes()).ok()?,
+                        HeaderValue::from_str(&value).ok()?,
+                    ))
+                })
                 .collect::<Option<Vec<_>>>()?;
             let (status, body) = peers
                 .request(&http, method, &call.path_and_query, headers, call.body, call.limit)

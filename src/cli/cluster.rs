@@ -5,8 +5,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rankstream::api::Peers;
 use rankstream::config::Config;
-use rankstream::stream::topics::{cluster_topics, create_topics, partition_lags, TopicOutcome};
 use rankstream::stream::cluster::topology_log::{self, Applied};
+use rankstream::stream::topics::{cluster_topics, create_topics, partition_lags, TopicOutcome};
 use rankstream::topology::{Node, ShardId, Topology};
 use serde_json::{json, Value};
 
@@ -295,7 +295,16 @@ async fn status(args: &ClusterArgs, key: Option<&str>, as_json: bool) -> anyhow:
     }
     println!(
         "{:10} {:22} {:6} {:9} {:12} {:12} {:>10} {:>9} {:>16} {:>14}",
-        "node", "http", "health", "heartbeat", "shards", "serving", "forwarded", "failures", "replication_lag", "catalog_log"
+        "node",
+        "http",
+        "health",
+        "heartbeat",
+        "shards",
+        "serving",
+        "forwarded",
+        "failures",
+        "replication_lag",
+        "catalog_log"
     );
     for node in &nodes {
         let text = |value: &Value| match value {

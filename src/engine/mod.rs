@@ -38,10 +38,11 @@ use crate::domain::signals::Signals;
 use crate::storage::{layout, Cf, CommitQueue, Op, Storage, StorageError};
 use crate::topology::{shard_for, Ownership, ShardId};
 pub use backup::{list_backups, BackupFailure};
-pub use catalog_calls::{Catalog, Remap};
 use catalog::{CatalogError, ItemReader, TableRegistry};
+pub use catalog_calls::{Catalog, Remap};
 pub use catalog_shard::Conversion;
 pub use catalog_shard::{CatalogShard, RowResult};
+pub use cluster::handover::{HeldShards, ShardExport};
 pub use forget::{DeleteUserError, UserRemoval};
 pub use live_state_error::LiveStateError;
 pub use purge::Purger;
@@ -49,7 +50,6 @@ pub use shard_host::Projection;
 use shard_host::{
     CheckpointMark, CheckpointPersist, HostHandles, HostRouter, Ingest, LiveConfig, ReadState, Replay, ShardHost,
 };
-pub use cluster::handover::{HeldShards, ShardExport};
 use signal_board::SignalBoard;
 
 /// The running engine of one node.

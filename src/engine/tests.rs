@@ -227,7 +227,10 @@ async fn a_copy_in_flight_is_a_duplicate_only_once_the_first_is_stored() {
     assert!(early.is_err(), "held writes answered: {early:?}");
     let mut copy = Box::pin(node.engine.ingest(vec![event.clone()]));
     let early = tokio::time::timeout(Duration::from_millis(200), &mut copy).await;
-    assert!(early.is_err(), "the copy was answered before the first was stored: {early:?}");
+    assert!(
+        early.is_err(),
+        "the copy was answered before the first was stored: {early:?}"
+    );
     node.storage.faults().hold_writes(false);
     let (first, copy) = futures::join!(first, copy);
     assert!(first[0].is_err(), "{first:?}");
@@ -243,9 +246,13 @@ async fn a_copy_in_flight_is_a_duplicate_only_once_the_first_is_stored() {
     let second = click("e2", "s1", Some("u1"), "p2");
     node.storage.faults().hold_writes(true);
     let mut first = Box::pin(node.engine.ingest(vec![second.clone()]));
-    assert!(tokio::time::timeout(Duration::from_millis(100), &mut first).await.is_err());
+    assert!(tokio::time::timeout(Duration::from_millis(100), &mut first)
+        .await
+        .is_err());
     let mut copy = Box::pin(node.engine.ingest(vec![second.clone(), event]));
-    assert!(tokio::time::timeout(Duration::from_millis(200), &mut copy).await.is_err());
+    assert!(tokio::time::timeout(Duration::from_millis(200), &mut copy)
+        .await
+        .is_err());
     node.storage.faults().hold_writes(false);
     let (first, copy) = futures::join!(first, copy);
     assert_eq!(first[0].as_ref().ok(), Some(&false), "{first:?}");

@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use super::tasks::StageTasks;
 use super::{load_models, load_topology};
 use crate::api::{self, AppState, FailedAuth, LlmClient, Peers, RateLimits, RequestTimes};
-use crate::service::cluster::claims::PeerClaims;
 use crate::api_keys::KeyStore;
 use crate::clock::SharedClock;
 use crate::config::Config;
@@ -32,22 +31,23 @@ use crate::service::admin::{AdminParts, AdminService};
 use crate::service::backup::{BackupService, Backups};
 use crate::service::catalog::{CatalogService, Replication};
 use crate::service::chat::{start_conversations, ChatReads, ChatService, ReplyWriter};
+use crate::service::cluster::claims::PeerClaims;
+use crate::service::cluster::membership::{send_heartbeats, track};
+use crate::service::cluster::moves::{phases_at_start, Mover};
 use crate::service::cluster::Cluster;
 use crate::service::embed::EmbedService;
 use crate::service::events::EventService;
 use crate::service::experiments::ExperimentService;
 use crate::service::forget::ForgetService;
-use crate::service::cluster::moves::{phases_at_start, Mover};
 use crate::service::recommend::RankingService;
 use crate::service::search::SearchService;
 use crate::service::vocabulary::Vocabulary;
 use crate::service::{RankingStats, Services};
 use crate::storage::{Settings, Storage};
 use crate::stream::catalog_log::{follow_catalog_log, CatalogLog, Replica};
-use crate::stream::learner_feed::{follow_other_partitions, FeedControl};
-use crate::service::cluster::membership::{send_heartbeats, track};
 use crate::stream::cluster::membership::{self as membership_log, HeartbeatSender};
 use crate::stream::cluster::topology_log;
+use crate::stream::learner_feed::{follow_other_partitions, FeedControl};
 use crate::stream::{start_consumer, ConsumerControl, EventProducer, Producer, SharedStats};
 use crate::topology::{Ownership, Topology};
 use crate::training::Training;
@@ -117,7 +117,12 @@ impl Seat {
             Err(error) => return Err(error.into()),
         };
         let ownership = Ownership::new(&me, epoch, current, &[]);
-        let cluster = Arc::new(Cluster::new(ownership.clone(), clustered, &config.node, &config.cluster));
+        let cluster = Arc::new(Cluster::new(
+            ownership.clone(),
+            clustered,
+            &config.node,
+            &config.cluster,
+        ));
         Ok(Seat {
             topology,
             clustered,

@@ -65,7 +65,8 @@ impl AdminService {
     pub async fn create_key(&self, new: NewKey) -> Result<(Arc<ApiKey>, String), ServiceError> {
         let keys = self.parts.keys.clone();
         let (key, secret) = blocking(move || keys.create(new)).await??;
-        self.parts.replication
+        self.parts
+            .replication
             .replicate(vec![CatalogChange::PutKey {
                 key: KeyStore::replicable(&key, &secret),
             }])
@@ -113,7 +114,8 @@ impl AdminService {
         if !blocking(move || keys.revoke(&owned)).await?? {
             return Err(ServiceError::NotFound(format!("API key {id:?}")));
         }
-        self.parts.replication
+        self.parts
+            .replication
             .replicate(vec![CatalogChange::RevokeKey { id: id.to_owned() }])
             .await
     }
@@ -165,7 +167,11 @@ impl AdminService {
             }
         }
         let trained = self.parts.training.latest();
-        crate::metrics::models(trained.events, trained.items.len(), self.parts.training.heap_bytes(&trained));
+        crate::metrics::models(
+            trained.events,
+            trained.items.len(),
+            self.parts.training.heap_bytes(&trained),
+        );
         crate::metrics::search_index(self.parts.index.lag(), self.parts.index.documents());
         crate::metrics::render()
     }

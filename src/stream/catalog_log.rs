@@ -32,8 +32,8 @@ use crate::domain::catalog::{FieldType, Relation};
 use crate::domain::experiment::StoredExperiment;
 use crate::engine::catalog::RowKind;
 use crate::engine::conversation::Conversations;
-use crate::engine::{Catalog, Engine};
 use crate::engine::Purger;
+use crate::engine::{Catalog, Engine};
 use crate::experiments::{ExperimentError, Experiments};
 
 /// Header naming the node that accepted a write.

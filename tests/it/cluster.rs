@@ -338,7 +338,12 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
     let members = |node: &TestServer| node.admin_get(STATS).1["cluster"]["members"].clone();
     for node in &cluster.nodes {
         let view = members(node);
-        let health: Vec<&str> = view.as_array().unwrap().iter().map(|m| m["health"].as_str().unwrap()).collect();
+        let health: Vec<&str> = view
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["health"].as_str().unwrap())
+            .collect();
         assert_eq!(health, ["up", "up", "up"], "{view}");
     }
 
@@ -397,10 +402,16 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
             break killed.elapsed();
         }
         assert_eq!(view[2]["health"], "up", "{view}");
-        assert!(killed.elapsed() < Duration::from_secs(15), "c still up 15 s after its kill: {view}");
+        assert!(
+            killed.elapsed() < Duration::from_secs(15),
+            "c still up 15 s after its kill: {view}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(verdict >= Duration::from_secs(7), "c declared down {verdict:?} after its kill");
+    assert!(
+        verdict >= Duration::from_secs(7),
+        "c declared down {verdict:?} after its kill"
+    );
     assert_eq!(members(&cluster.nodes[1])[2]["health"], "down");
 
     // Restarted, c has every acknowledged event once, and takes the retried ones.

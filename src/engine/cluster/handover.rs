@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use futures::future::join_all;
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::domain::live_state::LiveState;
 use crate::engine::shard_host::{NextSeq, PassivateKeys, TakeOver};
 use crate::engine::{mailbox_error, Engine, LiveStateError};
-use crate::domain::live_state::LiveState;
 use crate::storage::layout::{self, StateKey};
 use crate::storage::{Cf, Op, StorageError};
 use crate::topology::ShardId;

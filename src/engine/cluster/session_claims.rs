@@ -15,12 +15,12 @@ use std::sync::{Arc, OnceLock};
 use futures::future::join_all;
 use serde_json::{json, Value};
 
-use crate::engine::shard_host::AdoptSession;
-use crate::engine::{mailbox_error, Engine, LiveStateError};
 use crate::domain::event::Event;
 use crate::domain::live_state::LiveState;
 use crate::domain::live_state_id::LiveStateId;
 use crate::domain::session_claim::SessionClaims;
+use crate::engine::shard_host::AdoptSession;
+use crate::engine::{mailbox_error, Engine, LiveStateError};
 use crate::storage::{layout, Cf};
 
 /// How this node claims sessions, and what claims did.

@@ -49,7 +49,9 @@ impl ShardHost {
                     sequenced.push(self.sequence(seq, event));
                 }
             }
-            let _ = pending.stored.send(result.as_ref().map(drop).map_err(ToString::to_string));
+            let _ = pending
+                .stored
+                .send(result.as_ref().map(drop).map_err(ToString::to_string));
             replies.push(pending.reply);
         }
         if let Some(last) = sequenced.last() {

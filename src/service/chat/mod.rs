@@ -35,11 +35,11 @@ use crate::chat::constraints::{extract, structured, Constraints, Extracted, Simi
 use crate::chat::dictionary::LabelDictionary;
 use crate::chat::filter::price_of;
 use crate::chat::reply::{answer_about, compose, describe, ItemFacts, TurnFindings};
+use crate::clock::SharedClock;
 use crate::config::ChatConfig;
 use crate::domain::live_state::availability;
-use crate::engine::conversation::{ConversationSettings, Conversations, RecordTurn, ShownItem, Turn};
-use crate::clock::SharedClock;
 use crate::engine::catalog::ItemReader;
+use crate::engine::conversation::{ConversationSettings, Conversations, RecordTurn, ShownItem, Turn};
 use crate::engine::Engine;
 use retrieval::ListFinds;
 

@@ -181,10 +181,16 @@ mod tests {
         assert_eq!(membership.health("b", start), Health::Unknown);
         membership.record(heartbeat("b", 7), start + Duration::from_secs(1));
         assert_eq!(membership.health("b", start + Duration::from_secs(11)), Health::Up);
-        assert_eq!(membership.health("b", start + Duration::from_millis(11_001)), Health::Down);
+        assert_eq!(
+            membership.health("b", start + Duration::from_millis(11_001)),
+            Health::Down
+        );
         // Never heard of: unknown while this node has listened less than a timeout.
         assert_eq!(membership.health("c", start + Duration::from_secs(10)), Health::Unknown);
-        assert_eq!(membership.health("c", start + Duration::from_millis(10_001)), Health::Down);
+        assert_eq!(
+            membership.health("c", start + Duration::from_millis(10_001)),
+            Health::Down
+        );
         // A heartbeat brings a down node back; a new incarnation counts anew.
         membership.record(heartbeat("b", 7), start + Duration::from_secs(20));
         membership.record(heartbeat("b", 8), start + Duration::from_secs(21));

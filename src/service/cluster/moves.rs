@@ -36,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::KafkaConfig;
 use crate::engine::{Engine, HeldShards};
 use crate::stream::cluster::changelog;
-use crate::stream::learner_feed::FeedControl;
 use crate::stream::cluster::topology_log::Applied;
+use crate::stream::learner_feed::FeedControl;
 use crate::stream::{ConsumerControl, Producer};
 use crate::topology::{Ownership, Phase, ShardId, Topology};
 

@@ -47,5 +47,4 @@ impl Cluster {
         let shard = self.ownership.current().topology.shard_for(key.as_bytes());
         self.ownership.wait_serving(shard, until).await
     }
-
 }

@@ -22,10 +22,10 @@ use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use crate::stream::producer::Producer;
-use crate::stream::{client_config, StreamError};
 use crate::config::KafkaConfig;
 use crate::engine::ShardExport;
+use crate::stream::producer::Producer;
+use crate::stream::{client_config, StreamError};
 use crate::topology::ShardId;
 
 /// Header naming what a changelog message is: `begin`, `chunk`, `released`.

@@ -98,7 +98,9 @@ pub fn follow(
                     continue;
                 }
             };
-            let Some(heartbeat) = message.payload().and_then(|payload| serde_json::from_slice(payload).ok())
+            let Some(heartbeat) = message
+                .payload()
+                .and_then(|payload| serde_json::from_slice(payload).ok())
             else {
                 tracing::warn!(offset = message.offset(), "an undecodable heartbeat is skipped");
                 continue;

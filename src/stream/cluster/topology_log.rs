@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::KafkaConfig;
 use crate::stream::producer::Producer;
 use crate::stream::{client_config, StreamError};
-use crate::config::KafkaConfig;
 
 /// How long a metadata or offsets request may take.
 // A busy broker (the sqlite tansu one under a shard's backlog) has taken over 10 s to
