@@ -403,10 +403,13 @@ impl ClusterStage {
         // In a cluster, every node applies the catalog, user and key writes of the others.
         let catalog_log = match cluster.is_multi_node() {
             true => {
-                let log = CatalogLog::new(kafka, cluster.me())?;
+                // The writes a node skips in the log are its data directory's own:
+                // back on an empty one, it applies those it took before.
+                let origin = format!("{}@{}", cluster.me(), storage.storage.store_id()?);
+                let log = CatalogLog::new(kafka, &origin)?;
                 let following = follow_catalog_log(
                     kafka.clone(),
-                    cluster.me().to_owned(),
+                    origin,
                     Replica {
                         engine: engine.engine.clone(),
                         keys: storage.keys.clone(),

@@ -242,6 +242,9 @@ pub fn node_secret(node_id: &str) -> Vec<u8> {
 /// (a cluster's live moves).
 pub const HELD_SHARDS: &[u8] = b"held-shards";
 
+/// `meta`: this data directory's identity, random, made when it is first used.
+pub const STORE_ID: &[u8] = b"store-id";
+
 /// `meta`: the node's secret that API key hashes are keyed with (32 bytes).
 pub const KEY_HASH_SECRET: &[u8] = b"key-hash-secret";
 

@@ -337,6 +337,19 @@ impl Storage {
             })
     }
 
+    /// This data directory's identity: random, made at its first use and kept. A node
+    /// that comes back on an empty directory is a new store under the same node id.
+    pub fn store_id(&self) -> Result<String, StorageError> {
+        if let Some(id) = self.get(Cf::Meta, layout::STORE_ID)? {
+            return Ok(String::from_utf8_lossy(&id).into_owned());
+        }
+        let id = format!("{:016x}", rand::random::<u64>());
+        let mut batch = self.batch();
+        batch.put(Cf::Meta, layout::STORE_ID, id.as_bytes());
+        batch.commit()?;
+        Ok(id)
+    }
+
     /// The record with the greatest key starting with `prefix`.
     pub fn last_with_prefix(&self, cf: Cf, prefix: &[u8]) -> Result<Option<Entry>, StorageError> {
         let mut upper = prefix.to_vec();

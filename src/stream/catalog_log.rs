@@ -5,7 +5,9 @@
 //! The topic has a single partition, so every node sees the writes in one order.
 //! Each message is keyed by what it changes (`item/<table>/<id>`, `user/<uid>`, ...), so
 //! compaction keeps the last write of each. The accepting node applied its write
-//! before producing it and skips its own messages; the others apply them. Two nodes
+//! before producing it and skips its own messages (its origin is the node id and its
+//! data directory's `store_id`: a node back on an empty directory applies what it took
+//! before); the others apply them. Two nodes
 //! writing the same item at the same moment can leave different last values (each
 //! keeps the other's as the later one); writes of one key through one node cannot.
 

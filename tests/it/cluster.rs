@@ -444,3 +444,39 @@ fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
     let status = cluster.cli(&["status"], cluster.topology_file.path());
     assert!(status.contains("16-23") && !status.contains("down"), "{status}");
 }
+
+/// A node back on an empty data directory under its old id applies every catalog write
+/// of the log, those it took itself before included: it skips only the writes of its
+/// data directory, not of its id (it used to skip them and miss its own items).
+#[test]
+fn a_node_back_on_an_empty_disk_has_the_catalog_it_took_before() {
+    let mut cluster = Cluster::start(&[("a", "0-11"), ("b", "12-23")]);
+    let items: Vec<Value> = (0..ITEMS)
+        .map(|n| json!({"id": item(n), "title": format!("Item {n}"), "groups": ["g1"]}))
+        .collect();
+    let reply = cluster.nodes[0].admin_put("/v1/catalog/items", json!(items));
+    assert_eq!(assert_status(&reply, 200, "catalog through a")["upserted"], ITEMS);
+    let last = format!("/v1/catalog/item/items/{}", item(ITEMS - 1));
+    poll_until(Duration::from_secs(20), "the catalog on b", || {
+        match cluster.nodes[1].admin_get(&last).0.as_u16() {
+            200 => Ok(()),
+            status => Err(status.to_string()),
+        }
+    });
+    cluster.nodes[0].kill();
+    cluster.wipe_data(0);
+    cluster.nodes[0].restart();
+    let node = &cluster.nodes[0];
+    let title = poll_until(Duration::from_secs(30), "a's own catalog writes applied again", || {
+        let (status, body) = node.admin_get(&last);
+        match status.as_u16() {
+            200 => Ok(body["title"].clone()),
+            status => Err(format!("{status}: {body}")),
+        }
+    });
+    assert_eq!(title, format!("Item {}", ITEMS - 1));
+    for n in 0..ITEMS {
+        let (status, body) = node.admin_get(&format!("/v1/catalog/item/items/{}", item(n)));
+        assert_eq!(status, 200, "item {n} on a after its empty restart: {body}");
+    }
+}

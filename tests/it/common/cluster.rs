@@ -126,6 +126,18 @@ impl Cluster {
         server
     }
 
+    /// Deletes the data directory of node `index`, which must not be running: restarted
+    /// (`nodes[index].restart()`), it comes back with its id and port on an empty one.
+    pub fn wipe_data(&self, index: usize) {
+        let node = &self.nodes[index];
+        assert!(!node.is_running(), "stop or kill node {index} before deleting its data");
+        match std::fs::remove_dir_all(node.data_path()) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => panic!("delete {}: {error}", node.data_path().display()),
+        }
+    }
+
     /// The index (in `nodes`) of the node owning `key`'s shard in the current topology.
     pub fn owner(&self, key: &str) -> usize {
         let owner = &self.topology.nodes[self.topology.owner_of(shard_for(key.as_bytes(), SHARDS))].id;
