@@ -49,6 +49,9 @@ start() {
     fi
     (
         cd "$dir"
+        # Its own log level, not the caller's: a test run with RUST_LOG=info would
+        # make tansu trace every span (gigabytes a minute, a core of its time).
+        export RUST_LOG="${TANSU_LOG:-warn}"
         exec "$TANSU" broker \
             --listener-url "tcp://127.0.0.1:$port" \
             --advertised-listener-url "tcp://127.0.0.1:$port" \
