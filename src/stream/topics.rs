@@ -1,6 +1,7 @@
 //! The cluster's topics: which exist, created once by `rankstream cluster init`, and
 //! how far the nodes are behind on each partition (`rankstream cluster status`).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -170,10 +171,25 @@ pub fn partition_lags(
             list.add_partition(topic, partition);
         }
     }
-    let committed = consumer.committed_offsets(list, BROKER_TIMEOUT)?;
+    let committed = consumer.committed_offsets(list.clone(), BROKER_TIMEOUT)?;
+    // Every partition's end in one request (a timestamp of -1 asks for the latest
+    // offset), not a round trip a partition: 72 of them took seconds on a loaded broker.
+    list.set_all_offsets(Offset::End)?;
+    let ends: HashMap<(String, i32), i64> = consumer
+        .offsets_for_times(list, BROKER_TIMEOUT)?
+        .elements()
+        .iter()
+        .filter_map(|element| match element.offset() {
+            Offset::Offset(end) => Some(((element.topic().to_owned(), element.partition()), end)),
+            _ => None,
+        })
+        .collect();
     let mut lags = Vec::new();
     for element in committed.elements() {
-        let (_, end) = consumer.fetch_watermarks(element.topic(), element.partition(), BROKER_TIMEOUT)?;
+        let end = match ends.get(&(element.topic().to_owned(), element.partition())) {
+            Some(&end) => end,
+            None => consumer.fetch_watermarks(element.topic(), element.partition(), BROKER_TIMEOUT)?.1,
+        };
         lags.push(PartitionLag {
             topic: element.topic().to_owned(),
             partition: element.partition(),
