@@ -142,7 +142,7 @@ async fn ingest(
     let outcomes = ingest_where_owned(state, request, events).await?;
     let mut accepted_ids = Vec::with_capacity(ids.len());
     let mut duplicates = 0;
-    let mut unavailable = None;
+    let mut retryable = None;
     for ((index, id), outcome) in indexes.into_iter().zip(ids).zip(outcomes) {
         match outcome {
             Admission::Accepted { duplicate } => {
@@ -151,13 +151,14 @@ async fn ingest(
             }
             Admission::Failed(error) => {
                 rejected.push(json!({ "index": index, "code": error.code(), "message": error.to_string() }));
-                if error.status() == StatusCode::SERVICE_UNAVAILABLE && unavailable.is_none() {
-                    unavailable = Some(error);
+                if is_retryable(error.status()) && retryable.is_none() {
+                    retryable = Some(error);
                 }
             }
             Admission::Refused(mut failure) => {
-                if failure.get("status").and_then(Value::as_u64) == Some(503) && unavailable.is_none() {
-                    unavailable = Some(ApiError::Unavailable(
+                let status = failure.get("status").and_then(Value::as_u64);
+                if matches!(status, Some(503 | 408)) && retryable.is_none() {
+                    retryable = Some(ApiError::Unavailable(
                         failure
                             .get("message")
                             .and_then(Value::as_str)
@@ -176,7 +177,9 @@ async fn ingest(
     rejected.sort_by_key(|failure| failure["index"].as_u64());
     crate::metrics::events("rest", accepted_ids.len() - duplicates, duplicates, rejected.len());
     if accepted_ids.is_empty() {
-        if let Some(error) = unavailable {
+        // Nothing taken, and something only for now (a shard moving, a deadline passed
+        // under load): the whole request is to be retried, not corrected.
+        if let Some(error) = retryable {
             return Err(error);
         }
         let message = format!("all {total} events were rejected");
@@ -188,6 +191,11 @@ async fn ingest(
     let body =
         json!({ "accepted": accepted_ids.len(), "ids": accepted_ids, "duplicates": duplicates, "rejected": rejected });
     Ok(json_response(StatusCode::ACCEPTED, &body))
+}
+
+/// Whether a failure of this status passes by itself (the client retries as it was).
+fn is_retryable(status: StatusCode) -> bool {
+    matches!(status, StatusCode::SERVICE_UNAVAILABLE | StatusCode::REQUEST_TIMEOUT)
 }
 
 /// What became of one event.
