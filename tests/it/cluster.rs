@@ -75,6 +75,7 @@ fn ranked_ids(reply: &(StatusCode, Value), context: &str) -> Vec<String> {
 
 #[test]
 fn three_nodes_serve_every_key_as_one_node_would_and_survive_a_kill() {
+    let _heavy = crate::common::heavy_test();
     let mut cluster = Cluster::start(&LAYOUT);
     let single = TestServer::start_with_env(&[
         ("RANKSTREAM__AUTH__DEFAULT_RATE_PER_SEC", "1000000"),

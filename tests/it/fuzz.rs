@@ -11,6 +11,7 @@ use crate::common::tool_binary;
 
 #[test]
 fn twenty_thousand_fuzzed_bodies_get_no_server_error_and_no_dropped_connection() {
+    let _heavy = crate::common::heavy_test();
     let output = Command::new(tool_binary("bench-fuzz"))
         .args(["--bodies", "20000", "--connections", "16", "--check", "--server-bin"])
         .arg(env!("CARGO_BIN_EXE_rankstream"))

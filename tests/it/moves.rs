@@ -234,6 +234,7 @@ fn changes_to_apply() -> usize {
 
 #[test]
 fn shards_move_live_under_load_and_nothing_is_lost_or_doubled() {
+    let _heavy = crate::common::heavy_test();
     // Ten changes in a row: d joins, a is drained, a rebalance, a comes back, every
     // shard moves, d is drained, two more reshuffles, and back to the start.
     let changes = [
@@ -259,6 +260,7 @@ fn shards_move_live_under_load_and_nothing_is_lost_or_doubled() {
 
 #[test]
 fn a_move_survives_a_kill_of_the_receiving_or_the_releasing_node() {
+    let _heavy = crate::common::heavy_test();
     let changes = vec![
         // d takes shards from a, b and c and is killed while it restores them.
         Change {

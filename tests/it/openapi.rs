@@ -95,6 +95,7 @@ fn schemathesis() -> PathBuf {
 /// a fixed seed. tools/schemathesis.toml holds the few documented exceptions.
 #[test]
 fn schemathesis_finds_nothing() {
+    let _heavy = crate::common::heavy_test();
     // Its authentication checks send invalid keys to every operation, far more than the
     // 20 a minute an address may (tests/auth.rs tests that throttle).
     let server = TestServer::start_with_env(&[("RANKSTREAM__AUTH__FAILURES_PER_MINUTE", "1000000")]);

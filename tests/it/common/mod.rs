@@ -50,6 +50,15 @@ const KEPT_OUTPUT_LINES: usize = 400;
 /// Every scope of the contract (admin implies all the others).
 pub use rankstream::domain::api_key::SCOPES as ALL_SCOPES;
 
+/// Held by a test that loads both cores for minutes (a cluster under load, a fuzzer):
+/// such tests run one at a time, beside light ones only, so that a test with a time
+/// bound measures what it tests rather than a neighbour's load (two clusters under load
+/// at once made a takeover take 22-25 s instead of 13-15 s on the failover branch).
+pub fn heavy_test() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: Mutex<()> = Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A port on 127.0.0.1 that this test process owns for its whole run, for a process the
 /// test starts on a port it names itself and may restart on it (a cluster's node, a
 /// broker, a browser driver). A port the kernel hands out for `127.0.0.1:0` can go to
