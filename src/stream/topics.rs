@@ -188,7 +188,11 @@ pub fn partition_lags(
     for element in committed.elements() {
         let end = match ends.get(&(element.topic().to_owned(), element.partition())) {
             Some(&end) => end,
-            None => consumer.fetch_watermarks(element.topic(), element.partition(), BROKER_TIMEOUT)?.1,
+            None => {
+                consumer
+                    .fetch_watermarks(element.topic(), element.partition(), BROKER_TIMEOUT)?
+                    .1
+            }
         };
         lags.push(PartitionLag {
             topic: element.topic().to_owned(),
