@@ -156,8 +156,11 @@ async fn ingest(
                 }
             }
             Admission::Refused(mut failure) => {
-                let status = failure.get("status").and_then(Value::as_u64);
-                if matches!(status, Some(503 | 408)) && retryable.is_none() {
+                let status = failure
+                    .get("status")
+                    .and_then(Value::as_u64)
+                    .and_then(|status| StatusCode::from_u16(u16::try_from(status).ok()?).ok());
+                if status.is_some_and(is_retryable) && retryable.is_none() {
                     retryable = Some(ApiError::Unavailable(
                         failure
                             .get("message")
